@@ -1,0 +1,186 @@
+"""The ``cake`` command.
+
+Exit codes: 0 success; 1 the input was checked and findings are errors (``verify``) or a candidate
+failed (``bench``); 2 bad usage or input (one line on stderr, never a traceback); 3 an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+import attrs
+
+from cake_core import __version__
+from cake_core.errors import CakeError, CakeUserError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CakeUserError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def _registry():
+    from cake_core import plugins
+
+    return plugins.registry()
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", show_lines=False)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    Console(width=max(100, len(columns) * 14)).print(t)
+
+
+# ---------------------------------------------------------------------------------------------------
+# plugins, targets
+# ---------------------------------------------------------------------------------------------------
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    reg = _registry()
+    records = []
+    for name, info in sorted(reg.plugins.items(), key=lambda kv: (not kv[1].builtin, kv[0])):
+        registered = reg.registered_by(name)
+        records.append(
+            {
+                "name": name,
+                "distribution": info.distribution,
+                "version": info.version,
+                "builtin": info.builtin,
+                "module": info.module,
+                "categories": sorted(registered),
+                "registered": registered,
+            }
+        )
+    if args.json:
+        _print_json(records)
+        return 0
+    rows = [
+        (
+            r["name"],
+            r["distribution"],
+            r["version"],
+            ", ".join(f"{c}: {', '.join(ns)}" for c, ns in r["registered"].items()) or "(nothing)",
+        )
+        for r in records
+    ]
+    _table("Cake plugins", ["plugin", "distribution", "version", "registered"], rows)
+    return 0
+
+
+def target_record(t) -> dict:
+    d = attrs.asdict(t, recurse=True)
+    d["features"] = sorted(f.value for f in t.features)
+    d["compute_capability"] = list(t.compute_capability)
+    d["sources"] = list(t.sources)
+    return d
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    reg = _registry()
+    targets = reg.values("targets")
+    if args.json:
+        records = []
+        for t in targets:
+            rec = target_record(t)
+            info = reg.registration("targets", t.name).plugin
+            rec["plugin"] = {"distribution": info.distribution, "version": info.version}
+            records.append(rec)
+        _print_json(records)
+        return 0
+    rows = [
+        (
+            t.name,
+            t.product,
+            f"{t.architecture} {t.nvrtc_arch}",
+            t.sm_count,
+            f"{t.smem_per_block_optin // 1024} KiB",
+            f"{t.l2_bytes / 2**20:.0f} MiB",
+            f"{t.dram_bandwidth_gbs / 1000:.2f} TB/s",
+            f"{t.tensor_tflops.get('bf16', 0):.0f}",
+            " ".join(sorted(f.value for f in t.features)),
+        )
+        for t in targets
+    ]
+    _table(
+        "Cake targets",
+        ["target", "product", "arch", "SMs", "smem/block", "L2", "DRAM", "bf16 TFLOP/s", "features"],
+        rows,
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="cake", description="Cake: evolve GPU kernels in a typed, hardware-explicit IR.")
+    p.add_argument("--version", action="version", version=f"cake {__version__}")
+    p.add_argument("--log-format", choices=("console", "json"), default="console")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("plugins", help="list loaded plugins and what each registered")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_plugins)
+
+    s = sub.add_parser("targets", help="list hardware targets")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_targets)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from cake_core import logs
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        logs.configure(args.log_format, args.log_level)
+        if not getattr(args, "handler", None):
+            parser.print_help(sys.stderr)
+            return 2
+        return args.handler(args)
+    except CakeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        if os.environ.get("CAKE_DEBUG"):
+            raise
+        return getattr(exc, "exit_code", 2)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # our bug: say so plainly, keep the traceback behind CAKE_DEBUG
+        if os.environ.get("CAKE_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"internal error: {type(exc).__name__}: {exc} (this is a bug in Cake; "
+            f"rerun with CAKE_DEBUG=1 for a traceback)\n"
+        )
+        return 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Cost-model contract and calibration records. Models themselves are plugins."""

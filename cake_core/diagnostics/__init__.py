@@ -1,0 +1,1 @@
+"""Diagnostics: records, rendering and explanations."""

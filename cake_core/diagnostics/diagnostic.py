@@ -1,0 +1,71 @@
+"""Diagnostic records: what every parser error, type error and verifier finding is."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from cake_core.ir.location import Loc
+
+
+class Severity(enum.StrEnum):
+    ERROR = "error"  # a hard gate: the candidate goes no further
+    WARNING = "warning"  # advisory
+
+
+@attrs.frozen
+class Label:
+    loc: Loc
+    message: str
+
+
+@attrs.frozen
+class Diagnostic:
+    """One finding, standing alone: a stable code, where, what, and how to fix it."""
+
+    code: str  # pack prefix + number: CK001, CR101, ...
+    slug: str  # kebab-case name of the code: smem-over-limit
+    severity: Severity
+    message: str  # lowercase, identifiers in backticks, complete without the source
+    primary: Loc
+    label: str = ""  # what the primary span shows
+    secondary: tuple[Label, ...] = attrs.field(default=(), converter=tuple)
+    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    help: str | None = None
+    plugin: str = "cake-core"  # the distribution whose rule emitted it
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def to_json(self) -> dict:
+        p = self.primary
+        return {
+            "code": self.code,
+            "slug": self.slug,
+            "severity": self.severity.value,
+            "message": self.message,
+            "file": p.file,
+            "line": p.line,
+            "column": p.col,
+            "end_line": p.end_line,
+            "end_column": p.end_col,
+            "label": self.label,
+            "secondary": [
+                {"file": s.loc.file, "line": s.loc.line, "column": s.loc.col,
+                 "end_line": s.loc.end_line, "end_column": s.loc.end_col, "message": s.message}
+                for s in self.secondary
+            ],  # fmt: skip
+            "plugin": self.plugin,
+            "notes": list(self.notes),
+            "help": self.help,
+        }
+
+
+class DiagnosticError(Exception):
+    """Raised by the parser and checkers when they cannot go on; carries the diagnostics so far."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        super().__init__("; ".join(d.message for d in diagnostics))

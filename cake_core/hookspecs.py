@@ -1,0 +1,113 @@
+"""Every hook a Cake plugin can implement.
+
+Each hook receives a ``register`` callback and calls it once per thing it contributes; the host, not
+the plugin, checks names and records which distribution registered what. All results are collected
+(no hook is ``firstresult``), none is ``historic``. An implementation may accept fewer arguments than
+its spec, so hooks only ever grow.
+
+What each hook registers is a typed interface. Those marked *provisional* may still gain members
+before version 1.0 of cake-core; the rest are stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from cake_core.cost.model import CostModel
+    from cake_core.ir.primitive import Primitive
+    from cake_core.loop.agent import Agent
+    from cake_core.loop.tactic import Tactic
+    from cake_core.problems.problem import Problem
+    from cake_core.target import Target
+    from cake_core.verify.rule import Rule
+
+hookspec = pluggy.HookspecMarker("cake")
+hookimpl = pluggy.HookimplMarker("cake")
+
+# ---------------------------------------------------------------------------------------------------
+# Hardware
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_targets(register: Callable[[Target], None]) -> None:
+    """Register hardware targets.
+
+    :param register: call with one :class:`cake_core.target.Target` per GPU part; its ``name`` is
+        the id users pass as ``--target``.
+    """
+
+
+# ---------------------------------------------------------------------------------------------------
+# The IR vocabulary
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_primitives(register: Callable[[Primitive], None]) -> None:
+    """Register IR primitives (operations written in the generic form ``name outs <- ins, key=value``).
+
+    :param register: call with one :class:`cake_core.ir.primitive.Primitive` per operation name: its
+        signature and type rule, declared effects, CPU semantics, lowering per architecture and cost terms.
+    """
+
+
+# ---------------------------------------------------------------------------------------------------
+# Static filtering
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_rules(register: Callable[[Rule], None]) -> None:
+    """Register verifier rules.
+
+    :param register: call with one :class:`cake_core.verify.rule.Rule` per rule; its id (pack prefix
+        plus number) never changes meaning across versions of the pack.
+    """
+
+
+@hookspec
+def cake_register_cost_models(register: Callable[[CostModel], None]) -> None:
+    """Register cost models (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.cost.model.CostModel` per model.
+    """
+
+
+# ---------------------------------------------------------------------------------------------------
+# Search
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
+    """Register schedule transformations, the search space agents draw from (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.loop.tactic.Tactic` per transformation.
+    """
+
+
+@hookspec
+def cake_register_agents(register: Callable[[Agent], None]) -> None:
+    """Register agent backends that propose candidate kernels (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.loop.agent.Agent` per backend.
+    """
+
+
+# ---------------------------------------------------------------------------------------------------
+# Problems
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_problems(register: Callable[[Problem], None]) -> None:
+    """Register problems: inputs, reference, oracle, shape domain and default cell.
+
+    :param register: call with one :class:`cake_core.problems.problem.Problem` per problem; its
+        ``name`` is what users pass to ``cake run`` and ``--problem``.
+    """

@@ -1,0 +1,1 @@
+"""Cake IR: nodes, text format, serialization and structural hash."""

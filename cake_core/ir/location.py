@@ -1,0 +1,26 @@
+"""Source locations. Every IR node carries one; nodes built by passes point at what they came from."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(order=True)
+class Loc:
+    """A span in a source file: 1-based lines and columns, end exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to(self, other: Loc) -> Loc:
+        """The span from the start of ``self`` to the end of ``other``."""
+        return Loc(self.file, self.line, self.col, other.end_line, other.end_col)
+
+
+UNKNOWN = Loc("<generated>", 0, 0, 0, 0)

@@ -1,0 +1,1 @@
+"""The four-stage loop: generate, filter, benchmark, route."""

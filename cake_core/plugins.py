@@ -1,0 +1,239 @@
+"""The plugin manager: built-in plugins first, then every entry point of the group ``cake``.
+
+Environment:
+    ``CAKE_PLUGINS``      comma-separated allow-list of distribution or entry-point names; when set,
+                          only those entry points load (the core's built-in plugins always load).
+    ``CAKE_TRACE_HOOKS``  when non-empty, every hook call and its result are traced to stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+import types
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from cake_core import hookspecs
+from cake_core.errors import CakeUserError, PluginConflictError, UnknownNameError
+
+ALLOW_ENV = "CAKE_PLUGINS"
+TRACE_ENV = "CAKE_TRACE_HOOKS"
+ENTRY_POINT_GROUP = "cake"
+
+# Modules inside cake_core that register through the same hooks as any external plugin.
+BUILTIN_PLUGINS: tuple[str, ...] = ()
+
+# hook name -> registry category, in the order categories are listed
+HOOK_CATEGORIES: dict[str, str] = {
+    "cake_register_targets": "targets",
+    "cake_register_primitives": "primitives",
+    "cake_register_rules": "rules",
+    "cake_register_cost_models": "cost_models",
+    "cake_register_tactics": "tactics",
+    "cake_register_agents": "agents",
+    "cake_register_problems": "problems",
+}
+CATEGORIES = tuple(HOOK_CATEGORIES.values())
+_SINGULAR = {
+    "targets": "target",
+    "primitives": "primitive",
+    "rules": "rule",
+    "cost_models": "cost model",
+    "tactics": "tactic",
+    "agents": "agent",
+    "problems": "problem",
+}
+
+
+@attrs.frozen
+class PluginInfo:
+    """One registered plugin and the distribution that ships it."""
+
+    name: str  # the plugin's name in the manager: an entry-point name or a built-in module name
+    distribution: str
+    version: str
+    module: str
+    builtin: bool
+
+
+@attrs.frozen
+class Registration:
+    category: str
+    name: str
+    obj: Any
+    plugin: PluginInfo
+
+
+def interface_of(category: str) -> type:
+    """The typed interface every object registered in ``category`` must satisfy."""
+    # imported here: the interfaces live beside the machinery that uses them and import the IR
+    from cake_core.cost.model import CostModel
+    from cake_core.ir.primitive import Primitive
+    from cake_core.loop.agent import Agent
+    from cake_core.loop.tactic import Tactic
+    from cake_core.problems.problem import Problem
+    from cake_core.target import Target
+    from cake_core.verify.rule import Rule
+
+    return {
+        "targets": Target,
+        "primitives": Primitive,
+        "rules": Rule,
+        "cost_models": CostModel,
+        "tactics": Tactic,
+        "agents": Agent,
+        "problems": Problem,
+    }[category]
+
+
+class Registry:
+    """Everything the loaded plugins registered, by category and name."""
+
+    def __init__(self, manager: pluggy.PluginManager, plugins: dict[str, PluginInfo]) -> None:
+        self.manager = manager
+        self.plugins = plugins
+        self._items: dict[str, dict[str, Registration]] = {c: {} for c in CATEGORIES}
+
+    def _add(self, category: str, obj: Any, plugin: PluginInfo) -> None:
+        what = _SINGULAR[category]
+        iface = interface_of(category)
+        if not isinstance(obj, iface):
+            raise CakeUserError(
+                f"plugin `{plugin.name}` ({plugin.distribution} {plugin.version}) registered a {what} "
+                f"that is not a {iface.__module__}.{iface.__qualname__}: {obj!r:.80}"
+            )
+        name = obj.name
+        if not isinstance(name, str) or not name:
+            raise CakeUserError(f"plugin `{plugin.name}` registered a {what} without a name")
+        prior = self._items[category].get(name)
+        if prior is not None:
+            a, b = prior.plugin, plugin
+            raise PluginConflictError(
+                f"{what} `{name}` is registered twice: by {a.distribution} {a.version} "
+                f"(plugin `{a.name}`) and by {b.distribution} {b.version} (plugin `{b.name}`); "
+                f"uninstall one, or leave one out with {ALLOW_ENV}"
+            )
+        self._items[category][name] = Registration(category, name, obj, plugin)
+
+    def get(self, category: str, name: str) -> Any:
+        try:
+            return self._items[category][name].obj
+        except KeyError:
+            raise UnknownNameError(_SINGULAR[category], name, list(self._items[category])) from None
+
+    def registration(self, category: str, name: str) -> Registration:
+        self.get(category, name)
+        return self._items[category][name]
+
+    def names(self, category: str) -> list[str]:
+        return sorted(self._items[category])
+
+    def values(self, category: str) -> list[Any]:
+        return [self._items[category][n].obj for n in self.names(category)]
+
+    def registered_by(self, plugin_name: str) -> dict[str, list[str]]:
+        """What one plugin registered, category -> sorted names (empty categories left out)."""
+        out: dict[str, list[str]] = {}
+        for category in CATEGORIES:
+            names = sorted(n for n, r in self._items[category].items() if r.plugin.name == plugin_name)
+            if names:
+                out[category] = names
+        return out
+
+
+def _allow_list() -> set[str] | None:
+    raw = os.environ.get(ALLOW_ENV)
+    if raw is None:
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def _entry_points() -> Iterable[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def _make_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("cake")
+    pm.add_hookspecs(hookspecs)
+    if os.environ.get(TRACE_ENV):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+    return pm
+
+
+def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
+    """Build a fresh registry: built-ins, then allowed entry points, then ``extra`` (for tests)."""
+    from cake_core import __version__
+
+    pm = _make_manager()
+    plugins: dict[str, PluginInfo] = {}
+
+    def add(plugin: object, info: PluginInfo) -> None:
+        if info.name in plugins:
+            prior = plugins[info.name]
+            raise PluginConflictError(
+                f"two plugins are named `{info.name}`: from {prior.distribution} {prior.version} "
+                f"and from {info.distribution} {info.version}"
+            )
+        pm.register(plugin, name=info.name)
+        plugins[info.name] = info
+
+    for modname in BUILTIN_PLUGINS:
+        module = importlib.import_module(modname)
+        add(module, PluginInfo(modname, "cake-core", __version__, modname, True))
+
+    allow = _allow_list()
+    for ep in _entry_points():
+        dist = ep.dist.name if ep.dist is not None else "unknown"
+        version = ep.dist.version if ep.dist is not None else "unknown"
+        if allow is not None and ep.name not in allow and dist not in allow:
+            continue
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken third-party package is the user's environment, not our bug
+            raise CakeUserError(
+                f"plugin `{ep.name}` from {dist} {version} failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
+        add(module, PluginInfo(ep.name, dist, version, ep.value, False))
+
+    for i, plugin in enumerate(extra):
+        name = getattr(plugin, "__name__", f"extra-{i}")
+        add(plugin, PluginInfo(name, "(in-process)", "0", name, False))
+
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise CakeUserError(f"a plugin implements a hook Cake does not define: {exc}") from exc
+
+    registry = Registry(pm, plugins)
+    for hook_name, category in HOOK_CATEGORIES.items():
+        for plugin_name, info in plugins.items():
+            others = [p for n, p in pm.list_name_plugin() if n != plugin_name]
+            caller = pm.subset_hook_caller(hook_name, remove_plugins=others)
+            if not caller.get_hookimpls():
+                continue
+            caller(register=lambda obj, _c=category, _i=info: registry._add(_c, obj, _i))
+    return registry
+
+
+_REGISTRY: Registry | None = None
+
+
+def registry() -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = load()
+    return _REGISTRY
+
+
+def reset() -> None:
+    """Forget the process-wide registry (tests, or after changing the environment)."""
+    global _REGISTRY
+    _REGISTRY = None

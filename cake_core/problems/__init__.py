@@ -1,0 +1,1 @@
+"""The problem contract and the built-in problems."""

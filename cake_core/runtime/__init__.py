@@ -1,0 +1,1 @@
+"""NVRTC compilation, resource reports, launch plans and isolated GPU workers."""

@@ -1,0 +1,1 @@
+"""The verifier: runs registered rules over a kernel. No rule lives here."""
