@@ -1,10 +1,278 @@
-"""The primitive contract (*provisional* until the IR vocabulary lands)."""
+"""The primitive contract: everything one IR operation brings with it.
+
+A primitive is registered through ``cake_register_primitives`` (the core's own ones too) and owns
+one operation name of the generic form ``name outs <- ins, key=value``. It declares:
+
+* its **signature**: operand slots (which memory tiers each may live in) and attributes;
+* its **effects**: per slot, whether it is read or written, through the async proxy or not, whether
+  a bounds mask covers the access, and what it does to barrier operands (arrive, wait, expect-tx,
+  complete-tx). Verifier rules read effects, so they check primitives they have never seen;
+* its **type rule** (:meth:`Primitive.check`), beyond the signature;
+* its **CPU semantics** (:meth:`Primitive.execute`), which the interpreter runs;
+* its **lowering** per architecture (:meth:`Primitive.lower`), emitting CUDA C++;
+* its **cost terms** (:meth:`Primitive.cost`) for the cost models;
+* the target **features** it needs.
+
+Subclass :class:`Primitive` (an attrs base) and override what applies.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import attrs
+import numpy as np
+
+from cake_core.target import Feature
+
+if TYPE_CHECKING:
+    from cake_core.diagnostics.diagnostic import Diagnostic
+    from cake_core.ir import nodes as n
+    from cake_core.ir.types import DType
+    from cake_core.target import Target
 
 
-@runtime_checkable
-class Primitive(Protocol):
+class Kind(enum.StrEnum):
+    """What an operand is."""
+
+    GLOBAL = "global"  # a (slice of a) global tensor parameter or program buffer
+    SHARED = "shared"  # a (stage or slice of a) shared-memory buffer
+    REGISTERS = "registers"  # a register tile
+    BARRIER = "barrier"  # an mbarrier (or one stage of a ring)
+    VALUE = "value"  # an integer or float expression
+
+
+TILES = frozenset({Kind.GLOBAL, Kind.SHARED, Kind.REGISTERS})
+
+
+class Access(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+    READWRITE = "readwrite"
+    NONE = "none"
+
+
+class BarrierAction(enum.StrEnum):
+    INIT = "init"
+    ARRIVE = "arrive"  # counts one arrival toward the current phase
+    EXPECT_TX = "expect_tx"  # adds expected transaction bytes to the current phase
+    ARRIVE_EXPECT_TX = "arrive_expect_tx"
+    COMPLETE_TX = "complete_tx"  # an async copy signals its bytes on completion
+    WAIT = "wait"  # blocks until the phase of the given parity completes
+
+
+@attrs.frozen
+class Slot:
+    """One operand position of a signature."""
+
     name: str
+    kinds: frozenset[Kind] = attrs.field(converter=lambda ks: frozenset(Kind(k) for k in ks))
+    access: Access = Access.READ
+    async_proxy: bool = False  # accessed by the async proxy (TMA, wgmma operands in shared memory)
+    asynchronous: bool = False  # the access completes after the op issues (cp.async, TMA)
+    barrier: BarrierAction | None = None
+    mask_attr: str | None = None  # out-of-bounds elements are masked when this attribute is given
+    optional: bool = False
+    doc: str = ""
+
+
+@attrs.frozen
+class AttrSpec:
+    """An attribute ``key=value``.
+
+    ``kind``: ``int`` (an integer expression, may depend on run-time values), ``const`` (an integer
+    known when the kernel is compiled), ``float`` (a number, ``inf`` allowed), ``word`` (one of
+    ``choices``).
+    """
+
+    name: str
+    kind: str
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    doc: str = ""
+
+
+@attrs.frozen
+class Signature:
+    outs: tuple[Slot, ...] = attrs.field(default=(), converter=tuple)
+    ins: tuple[Slot, ...] = attrs.field(default=(), converter=tuple)
+    attrs: tuple[AttrSpec, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def arrow(self) -> bool:
+        """Whether the operation is written with ``<-`` (it has output slots)."""
+        return bool(self.outs)
+
+    def attr(self, key: str) -> AttrSpec | None:
+        return next((a for a in self.attrs if a.name == key), None)
+
+
+@attrs.frozen
+class Operand:
+    """An operand resolved against its kernel under one specialization."""
+
+    expr: n.Expr
+    slot: Slot
+    kind: Kind
+    name: str | None = None  # the tensor, buffer, tile or barrier it refers to
+    dtype: DType | None = None
+    shape: tuple[int | n.Expr, ...] = ()  # after indexing; ints where known at compile time
+    decl: Any = None  # the Param, Buffer, Smem, Barrier or RegDecl
+    stage: n.Expr | None = None  # the stage index of a staged buffer or barrier ring
+    index: tuple[n.Idx, ...] = ()  # indices after the stage
+    transpose: bool = False
+    layout: n.Layout | None = None
+
+
+@attrs.frozen
+class Effect:
+    """One declared effect of one operation instance, for verifier rules and the interpreter."""
+
+    operand: Operand
+    access: Access
+    tier: Kind
+    async_proxy: bool
+    asynchronous: bool
+    barrier: BarrierAction | None
+    masked: bool
+
+
+@attrs.frozen
+class CostTerms:
+    """Work of one execution of an operation by one role instance."""
+
+    flops: float = 0.0  # floating-point operations
+    tensor_flops: float = 0.0  # of which on tensor cores
+    global_bytes: float = 0.0
+    shared_bytes: float = 0.0
+    dtype: str | None = None  # tensor-core input dtype, for the right ceiling
+
+
+class TypedOp(Protocol):
+    """What checkers, the interpreter and the lowering know about one operation."""
+
+    op: n.Op
+    prim: Primitive
+    outs: tuple[Operand, ...]
+    ins: tuple[Operand, ...]
+
+    def operand(self, slot: str) -> Operand: ...
+
+    def attr(self, key: str) -> n.Expr | None: ...
+
+
+class CheckContext(Protocol):
+    """Given to :meth:`Primitive.check`."""
+
+    target: Target | None
+    spec: Mapping[str, int | str]  # compile-time values of this specialization
+
+    def const(self, e: n.Expr) -> int | None: ...  # the compile-time value of ``e``, if it has one
+
+    def role_warps(self) -> int: ...  # warps per instance of the enclosing role
+
+    def error(self, code: str, loc: Any, message: str, **kw: Any) -> Diagnostic: ...
+
+
+class ExecContext(Protocol):
+    """Given to :meth:`Primitive.execute`: the interpreter's view of one operation's operands."""
+
+    def read(self, slot: str) -> np.ndarray: ...  # float32 (or int) values of a tile operand
+
+    def write(self, slot: str, value: np.ndarray) -> None: ...
+
+    def value(self, e: n.Expr) -> int | float: ...
+
+    def attr(self, key: str, default: Any = None) -> Any: ...  # evaluated attribute value
+
+    def masked(self, slot: str) -> bool: ...  # whether the operand's access is bounds-masked
+
+    def in_bounds(self, slot: str) -> np.ndarray: ...  # which elements of a tile operand exist
+
+
+class LowerContext(Protocol):
+    """Given to :meth:`Primitive.lower`: emits CUDA C++ for one operation."""
+
+    target: Target
+
+    def line(self, code: str) -> None: ...
+
+    def c(self, e: n.Expr) -> str: ...  # C++ text of an IR expression
+
+    def helper(self, key: str, code: str) -> None: ...  # a device function, emitted once per file
+
+    def fresh(self, prefix: str) -> str: ...
+
+
+class NotLowerable(Exception):
+    """A primitive has no lowering for this target or operand placement."""
+
+
+@attrs.define(frozen=True, eq=False)
+class Primitive:
+    """Base class of primitives. Subclasses set ``name``, ``signature`` and ``summary``."""
+
+    name: ClassVar[str]
+    signature: ClassVar[Signature]
+    summary: ClassVar[str]
+    requires: ClassVar[frozenset[Feature]] = frozenset()
+    # a CTA-wide synchronization point: every thread of the CTA must reach it
+    cta_barrier: ClassVar[bool] = False
+    # an operation that waits for this role's outstanding async copies: ("cp.async", keep) etc.
+    doc: ClassVar[str] = ""
+
+    def features(self, op: TypedOp) -> frozenset[Feature]:
+        """Target features this operation needs (may depend on operand types)."""
+        return self.requires
+
+    def effects(self, op: TypedOp) -> tuple[Effect, ...]:
+        """Declared effects, one per operand, derived from the signature."""
+        out = []
+        for operand in op.outs + op.ins:
+            slot = operand.slot
+            mask = slot.mask_attr is not None and _mask_given(op.attr(slot.mask_attr))
+            out.append(
+                Effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
+                       slot.barrier, mask)
+            )  # fmt: skip
+        return tuple(out)
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        """Type rule beyond the signature: shapes and dtypes that must agree."""
+        return ()
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        """CPU semantics on the logical tiles of one role instance."""
+        raise NotImplementedError(f"primitive `{self.name}` has no CPU semantics")
+
+    def lower(self, op: TypedOp, ctx: LowerContext) -> None:
+        """Emit CUDA C++ for one role instance's execution of this operation."""
+        raise NotLowerable(f"primitive `{self.name}` has no lowering")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        return CostTerms()
+
+
+def _mask_given(value: n.Expr | None) -> bool:
+    from cake_core.ir import nodes as n
+
+    if value is None:
+        return False
+    return not (isinstance(value, n.Name) and value.id == "none")
+
+
+def static_shape(operand: Operand) -> tuple[int, ...] | None:
+    """The operand's tile shape if every extent is known at compile time."""
+    if all(isinstance(s, int) for s in operand.shape):
+        return tuple(operand.shape)  # type: ignore[arg-type]
+    return None
+
+
+def numel(shape: Sequence[int]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out

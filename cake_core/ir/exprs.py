@@ -1,0 +1,144 @@
+"""Evaluating and rendering integer expressions of Cake IR.
+
+Sizes, offsets and trip counts are integer expressions over constants, domain sizes, grid and loop
+variables. ``/`` is floor division, ``%`` the non-negative remainder, ``cdiv(a, b)`` the ceiling
+division; comparisons and ``and``/``or``/``not`` give booleans. Float literals and ``inf`` appear
+only in attribute values.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Mapping
+
+from cake_core.ir import nodes as n
+
+Value = int | float | bool | str
+
+
+class EvalError(Exception):
+    """An expression could not be evaluated: a free name, or division by zero."""
+
+    def __init__(self, message: str, expr: n.Expr) -> None:
+        super().__init__(message)
+        self.expr = expr
+
+
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_BIN: dict[str, Callable] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": _floordiv, "%": operator.mod,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+    "!=": operator.ne,
+}  # fmt: skip
+BUILTINS: dict[str, tuple[int, Callable]] = {"cdiv": (2, _cdiv), "min": (2, min), "max": (2, max)}
+WORDS = {"inf": math.inf}
+
+
+def evaluate(e: n.Expr, env: Mapping[str, Value]) -> Value:
+    """The value of ``e`` with names bound by ``env``; raises :class:`EvalError` on a free name."""
+    if isinstance(e, n.Num):
+        return e.value
+    if isinstance(e, n.Name):
+        if e.id in env:
+            return env[e.id]
+        if e.id in WORDS:
+            return WORDS[e.id]
+        raise EvalError(f"`{e.id}` has no value here", e)
+    if isinstance(e, n.Unary):
+        v = evaluate(e.operand, env)
+        return (not v) if e.op == "not" else -v
+    if isinstance(e, n.Bin):
+        if e.op == "and":
+            return bool(evaluate(e.left, env)) and bool(evaluate(e.right, env))
+        if e.op == "or":
+            return bool(evaluate(e.left, env)) or bool(evaluate(e.right, env))
+        a, b = evaluate(e.left, env), evaluate(e.right, env)
+        if e.op in ("/", "%") and b == 0:
+            raise EvalError("division by zero", e)
+        if e.op == "/" and (isinstance(a, float) or isinstance(b, float)):
+            return a / b
+        return _BIN[e.op](a, b)
+    if isinstance(e, n.Call):
+        if e.fn not in BUILTINS:
+            raise EvalError(f"unknown function `{e.fn}`", e)
+        arity, fn = BUILTINS[e.fn]
+        if len(e.args) != arity:
+            raise EvalError(f"`{e.fn}` takes {arity} arguments", e)
+        args = [evaluate(a, env) for a in e.args]
+        if e.fn == "cdiv" and args[1] == 0:
+            raise EvalError("division by zero", e)
+        return fn(*args)
+    raise EvalError("a reference is not a number", e)
+
+
+def try_int(e: n.Expr, env: Mapping[str, Value]) -> int | None:
+    """``e``'s integer value if every name in it is bound, else ``None``."""
+    try:
+        v = evaluate(e, env)
+    except EvalError:
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def free_names(e: n.Expr) -> set[str]:
+    return {s.id for s in n.walk_expr(e) if isinstance(s, n.Name)} | {
+        s.name for s in n.walk_expr(e) if isinstance(s, n.Ref)
+    }
+
+
+def substitute(e: n.Expr, env: Mapping[str, n.Expr]) -> n.Expr:
+    """``e`` with names replaced by expressions."""
+    import attrs
+
+    if isinstance(e, n.Name):
+        return env.get(e.id, e)
+    if isinstance(e, n.Unary):
+        return attrs.evolve(e, operand=substitute(e.operand, env))
+    if isinstance(e, n.Bin):
+        return attrs.evolve(e, left=substitute(e.left, env), right=substitute(e.right, env))
+    if isinstance(e, n.Call):
+        return attrs.evolve(e, args=tuple(substitute(a, env) for a in e.args))
+    return e
+
+
+# C++ rendering ---------------------------------------------------------------------------------------
+
+_C_PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5,
+           "*": 6, "/": 6, "%": 6}  # fmt: skip
+_C_OP = {"and": "&&", "or": "||"}
+
+
+def to_c(e: n.Expr, name: Callable[[str], str], parent: int = 0) -> str:
+    """C++ text for ``e``; ``name`` maps IR names to C expressions.
+
+    Integer ``/`` and ``%`` render as C's, which agree with floor division for the non-negative
+    operands sizes and indices have.
+    """
+    if isinstance(e, n.Num):
+        v = e.value
+        if isinstance(v, float):
+            return "INFINITY" if v == math.inf else ("(-INFINITY)" if v == -math.inf else f"{v!r}f")
+        return str(v)
+    if isinstance(e, n.Name):
+        if e.id == "inf":
+            return "__int_as_float(0x7f800000)"
+        return name(e.id)
+    if isinstance(e, n.Unary):
+        inner = to_c(e.operand, name, 7)
+        return f"(!{inner})" if e.op == "not" else f"(-{inner})"
+    if isinstance(e, n.Bin):
+        p = _C_PREC[e.op]
+        s = f"{to_c(e.left, name, p)} {_C_OP.get(e.op, e.op)} {to_c(e.right, name, p + 1)}"
+        return f"({s})" if p < parent else s
+    if isinstance(e, n.Call):
+        args = ", ".join(to_c(a, name) for a in e.args)
+        return {"cdiv": f"cake_cdiv({args})", "min": f"min({args})", "max": f"max({args})"}[e.fn]
+    raise TypeError(f"cannot render {e!r} as C")

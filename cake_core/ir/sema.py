@@ -1,0 +1,769 @@
+"""Name resolution and type checking: from parsed nodes to kernel models the rest of Cake reads.
+
+A kernel is checked once per **specialization**: each combination of the finite sets in its shape
+domain (``D in {64, 128}``, ``T in {bf16, f16}``). Under a specialization every constant, buffer
+shape, stage count, warp count and register tile is a known integer, so shared-memory offsets,
+register estimates and fragment layouts are computed here, once, for the verifier, the interpreter,
+the cost models and the lowering alike. Sizes not in a finite set (``N``, ``K``) stay symbolic and
+are passed to the kernel at launch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError, Label
+from cake_core.ir import nodes as n
+from cake_core.ir.exprs import EvalError, evaluate, try_int
+from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
+from cake_core.ir.location import Loc
+from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
+from cake_core.ir.types import DTYPE_NAMES, DType
+
+SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Spec:
+    """Compile-time values of one specialization: finite-set sizes and type variables."""
+
+    values: tuple[tuple[str, int | str], ...]
+
+    @property
+    def env(self) -> dict[str, int | str]:
+        return dict(self.values)
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.values) or "(single)"
+
+
+@attrs.define
+class SmemInfo:
+    decl: n.Smem
+    dtype: DType
+    stages: int | None
+    shape: tuple[int, ...]
+    row_stride: int  # elements from one row to the next (last extent + pad)
+    stage_bytes: int
+    bytes: int
+    offset: int
+    align: int
+    swizzle: str | None
+
+
+@attrs.define
+class BarrierInfo:
+    decl: n.Barrier
+    stages: int | None
+    count: int
+    offset: int
+
+
+@attrs.define
+class RegInfo:
+    decl: n.RegDecl
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: LayoutInfo
+    role: str
+
+
+@attrs.define
+class RoleInfo:
+    role: n.Role
+    start: int
+    stop: int
+    per: int  # warps per instance
+    instances: int
+    regs: int | None
+
+    @property
+    def warps(self) -> int:
+        return self.stop - self.start
+
+
+@attrs.define(eq=False)
+class TypedOpImpl:
+    op: n.Op
+    prim: Primitive
+    outs: tuple[Operand, ...]
+    ins: tuple[Operand, ...]
+    role: RoleInfo
+
+    def operand(self, slot: str) -> Operand:
+        for o in self.outs + self.ins:
+            if o.slot.name == slot:
+                return o
+        raise KeyError(slot)
+
+    def has(self, slot: str) -> bool:
+        return any(o.slot.name == slot for o in self.outs + self.ins)
+
+    def attr(self, key: str) -> n.Expr | None:
+        return self.op.attr(key)
+
+
+@attrs.define(eq=False)
+class KernelModel:
+    """One kernel under one specialization, fully resolved."""
+
+    kernel: n.Kernel
+    spec: Spec
+    env: dict[str, int | str]  # compile-time values: specialization + constants
+    typevars: dict[str, DType]
+    runtime_sizes: tuple[str, ...]
+    warps: int
+    occupancy: int | None
+    roles: list[RoleInfo]
+    smem: dict[str, SmemInfo]
+    barriers: dict[str, BarrierInfo]
+    smem_bytes: int
+    regs: dict[str, RegInfo]
+    ops: list[TypedOpImpl]
+    by_op: dict[int, TypedOpImpl]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    def typed(self, op: n.Op) -> TypedOpImpl:
+        return self.by_op[id(op)]
+
+    def dtype(self, name: str) -> DType:
+        return self.typevars[name] if name in self.typevars else DType(name)
+
+    def param_dtype(self, p: n.Param) -> DType:
+        return self.dtype(p.dtype)
+
+    def role_info(self, role: n.Role) -> RoleInfo:
+        return next(r for r in self.roles if r.role is role)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checking
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Ctx:
+    """What :meth:`Primitive.check` sees."""
+
+    def __init__(self, model: KernelModel, role: RoleInfo, target: Any) -> None:
+        self.model, self.role, self.target = model, role, target
+        self.spec = model.env
+
+    def const(self, e: n.Expr) -> int | None:
+        return try_int(e, self.model.env)
+
+    def role_warps(self) -> int:
+        return self.role.per
+
+    def error(self, code: str, loc: Loc, message: str, **kw: Any) -> Diagnostic:
+        return codes.CORE_CODES[code].at(loc, message, **kw)
+
+
+def specs(domain: Iterable[n.Constraint]) -> list[Spec]:
+    """Every combination of the finite sets in ``domain`` (one empty spec when there are none)."""
+    sets: list[tuple[str, list[int | str]]] = []
+    for c in domain:
+        if c.op != "in":
+            continue
+        values: list[int | str] = []
+        for v in c.values:
+            if isinstance(v, n.Name) and v.id in DTYPE_NAMES:
+                values.append(v.id)
+            else:
+                iv = try_int(v, {})
+                if iv is not None:
+                    values.append(iv)
+        sets.append((c.var, values))
+    out = []
+    for combo in itertools.product(*[vals for _, vals in sets]):
+        out.append(Spec(tuple(zip([k for k, _ in sets], combo, strict=True))))
+    return out
+
+
+class KernelChecker:
+    def __init__(self, kernel: n.Kernel, spec: Spec, primitives: Mapping[str, Primitive], target: Any = None):
+        self.k, self.spec, self.prims, self.target = kernel, spec, primitives, target
+        self.diags: list[Diagnostic] = []
+        self.env: dict[str, int | str] = dict(spec.env)
+        self.typevars: dict[str, DType] = {}
+        self.sizes: set[str] = set()
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def err(self, code: codes.Code, loc: Loc, message: str, *, spec: bool = False, **kw: Any) -> None:
+        """Record a diagnostic; ``spec`` appends the specialization it was found under."""
+        if spec and self.spec.values:
+            message += f" (with {self.spec.label})"
+        self.diags.append(code.at(loc, message, **kw))
+
+    def const(self, e: n.Expr, what: str, loc: Loc | None = None) -> int | None:
+        try:
+            v = evaluate(e, self.env)
+        except EvalError as exc:
+            self.err(
+                codes.DOMAIN, exc.expr.loc if exc.expr.loc.line else (loc or e.loc),
+                f"{what} must be known when the kernel is compiled: {exc}",
+                help="use constants and sizes the domain fixes to a finite set (`D in {64, 128}`)",
+            )  # fmt: skip
+            return None
+        if not isinstance(v, int) or isinstance(v, bool):
+            self.err(codes.DOMAIN, e.loc, f"{what} must be an integer, not `{v}`")
+            return None
+        return v
+
+    # -- declarations --------------------------------------------------------------------------------
+
+    def run(self) -> KernelModel:
+        k = self.k
+        seen: dict[str, Loc] = {}
+
+        def declare(name: str, loc: Loc, what: str) -> None:
+            if name in seen:
+                self.err(
+                    codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{k.name}`",
+                    label=f"second {what}", secondary=(Label(seen[name], "first declared here"),),
+                )  # fmt: skip
+            else:
+                seen[name] = loc
+
+        spec_vars = {name for name, _ in self.spec.values}
+        for p in k.params:
+            declare(p.name, p.loc, "parameter")
+            if p.dtype not in DTYPE_NAMES:
+                if p.dtype in spec_vars:
+                    self.typevars[p.dtype] = DType(self.env[p.dtype])
+                else:
+                    self.err(
+                        codes.UNKNOWN_NAME, p.loc,
+                        f"`{p.dtype}` is neither an element type nor a type variable of the domain",
+                        help=f"declare it, e.g. `domain {p.dtype} in {{bf16, f16}}`",
+                    )  # fmt: skip
+            for e in p.shape:
+                for sub in n.walk_expr(e):
+                    if isinstance(sub, n.Name) and sub.id not in spec_vars:
+                        self.sizes.add(sub.id)
+        for c in k.domain:
+            used = c.var in self.sizes or c.var in spec_vars and (
+                c.var in self.typevars or any(c.var in _names(e) for p in k.params for e in p.shape)
+            )
+            if not used:
+                self.err(codes.DOMAIN, c.loc, f"domain clause names `{c.var}`, which no parameter uses")
+            if c.op == "in" and not c.values:
+                self.err(codes.DOMAIN, c.loc, f"`{c.var} in {{}}` leaves nothing to compile")
+        for c in k.consts:
+            declare(c.name, c.loc, "constant")
+            v = self.const(c.value, f"constant `{c.name}`")
+            if v is not None:
+                self.env[c.name] = v
+        self.scalars = {p.name for p in k.params if p.tier == "scalar"}
+        runtime = set(self.sizes) | self.scalars
+        for v in k.grid.vars:
+            declare(v, k.grid.loc, "grid variable")
+        if len(k.grid.vars) != len(k.grid.extents) or not 1 <= len(k.grid.vars) <= 3:
+            self.err(codes.SYNTAX, k.grid.loc, "a grid maps one to three variables over as many extents")
+        for e in k.grid.extents:
+            self.names_ok(e, set(self.env) | runtime, "grid extent")
+        warps = self.const(k.cta.warps, "the CTA's warp count") or 1
+        occupancy = self.const(k.cta.occupancy, "the occupancy") if k.cta.occupancy is not None else None
+
+        # shared memory, in declaration order
+        smem: dict[str, SmemInfo] = {}
+        offset = 0
+        for s in k.smem:
+            declare(s.name, s.loc, "buffer")
+            dtype = self.dtype_of(s.dtype, s.loc)
+            shape = tuple(self.const(e, f"the shape of `{s.name}`", s.loc) or 1 for e in s.shape)
+            stages = self.const(s.stages, f"the stage count of `{s.name}`") if s.stages is not None else None
+            pad = self.const(s.pad, f"the padding of `{s.name}`") if s.pad is not None else 0
+            align = self.const(s.align, f"the alignment of `{s.name}`") if s.align is not None else None
+            align = max(align or 0, SWIZZLE_ALIGN[s.swizzle])
+            if dtype is None:
+                continue
+            row = (shape[-1] if shape else 1) + (pad or 0)
+            stage_elems = row
+            for d in shape[:-1]:
+                stage_elems *= d
+            stage_bytes = stage_elems * dtype.bytes
+            total = stage_bytes * (stages or 1)
+            offset = -(-offset // align) * align
+            smem[s.name] = SmemInfo(s, dtype, stages, shape, row, stage_bytes, total, offset, align, s.swizzle)
+            offset += total
+        barriers: dict[str, BarrierInfo] = {}
+        offset = -(-offset // 8) * 8
+        for b in k.barriers:
+            declare(b.name, b.loc, "barrier")
+            stages = self.const(b.stages, f"the stage count of `{b.name}`") if b.stages is not None else None
+            count = self.const(b.count, f"the arrival count of `{b.name}`") or 1
+            barriers[b.name] = BarrierInfo(b, stages, count, offset)
+            offset += 8 * (stages or 1)
+
+        roles = []
+        for r in k.roles:
+            declare(r.name, r.loc, "role")
+            start = self.const(r.warp_start, f"the first warp of role `{r.name}`") or 0
+            stop = self.const(r.warp_stop, f"the warp range of role `{r.name}`") or start + 1
+            per = self.const(r.per, f"the warps per instance of `{r.name}`") if r.per is not None else None
+            regs = self.const(r.regs, f"the register budget of `{r.name}`") if r.regs is not None else None
+            width = max(stop - start, 1)
+            per = per or width
+            if width % per:
+                self.err(
+                    codes.DOMAIN, r.loc,
+                    f"role `{r.name}` has {width} warps, which do not split into instances of {per}",
+                )  # fmt: skip
+            roles.append(RoleInfo(r, start, stop, per, max(width // per, 1), regs))
+
+        self.model = KernelModel(
+            k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
+            smem, barriers, offset, {}, [], {}, self.diags,
+        )  # fmt: skip
+        base_scope = set(self.env) | runtime | set(k.grid.vars)
+        self.tensors: dict[str, Any] = {p.name: p for p in k.params if p.tier == "global"}
+        self.tensors.update({s.name: s for s in k.smem})
+        self.tensors.update({b.name: b for b in k.barriers})
+        for info in roles:
+            self.role = info
+            self.role_regs: dict[str, RegInfo] = {}
+            self.block(info.role.body, base_scope | {"self"}, seen)
+        return self.model
+
+    def dtype_of(self, name: str, loc: Loc) -> DType | None:
+        if name in DTYPE_NAMES:
+            return DType(name)
+        if name in self.typevars:
+            return self.typevars[name]
+        self.err(codes.UNKNOWN_NAME, loc, f"`{name}` is neither an element type nor a type variable")
+        return None
+
+    def names_ok(self, e: n.Expr, scope: set[str], what: str) -> bool:
+        ok = True
+        for sub in n.walk_expr(e):
+            if isinstance(sub, n.Name) and sub.id not in scope and sub.id != "inf":
+                self.err(codes.UNKNOWN_NAME, sub.loc, f"`{sub.id}` is not declared", label=f"in {what}")
+                ok = False
+            elif isinstance(sub, n.Ref):
+                self.err(codes.OPERANDS, sub.loc, f"`{sub.name}[...]` is a tile, not a number", label=what)
+                ok = False
+            elif isinstance(sub, n.Call) and sub.fn not in ("cdiv", "min", "max"):
+                self.err(codes.UNKNOWN_NAME, sub.loc, f"unknown function `{sub.fn}` (known: cdiv, min, max)")
+                ok = False
+        return ok
+
+    # -- bodies --------------------------------------------------------------------------------------
+
+    def block(self, body: tuple[n.Stmt, ...], scope: set[str], seen: dict[str, Loc]) -> None:
+        scope = set(scope)
+        for s in body:
+            if isinstance(s, n.Let):
+                self.names_ok(s.value, scope, "a `let`")
+                self.decl_local(s.name, s.loc, seen, "let")
+                scope.add(s.name)
+                v = try_int(s.value, self.env)
+                if v is not None:
+                    self.env[s.name] = v
+            elif isinstance(s, n.RegDecl):
+                self.decl_local(s.name, s.loc, seen, "register tile")
+                self.reg(s)
+            elif isinstance(s, n.For):
+                for e in (s.start, s.stop) + ((s.step,) if s.step is not None else ()):
+                    self.names_ok(e, scope, "the loop range")
+                self.decl_local(s.var, s.loc, seen, "loop variable")
+                self.block(s.body, scope | {s.var}, seen)
+            elif isinstance(s, n.If):
+                self.names_ok(s.cond, scope, "the condition")
+                self.block(s.then, scope, seen)
+                self.block(s.orelse, scope, seen)
+            elif isinstance(s, n.Op):
+                self.op(s, scope)
+
+    def decl_local(self, name: str, loc: Loc, seen: dict[str, Loc], what: str) -> None:
+        if name in seen:
+            self.err(
+                codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{self.k.name}`",
+                label=f"second declaration ({what})", secondary=(Label(seen[name], "first declared here"),),
+            )  # fmt: skip
+        else:
+            seen[name] = loc
+
+    def reg(self, s: n.RegDecl) -> None:
+        dtype = self.dtype_of(s.dtype, s.loc)
+        shape = tuple(self.const(e, f"the shape of register tile `{s.name}`", s.loc) or 1 for e in s.shape)
+        if dtype is None:
+            return
+        lay = s.layout or n.Layout("rows")
+        args = tuple(self.const(a, f"an argument of layout `{lay.name}`") or 0 for a in lay.args)
+        try:
+            info = resolve(lay.name, args, shape, dtype, self.role.per)
+        except LayoutError as exc:
+            self.err(codes.LAYOUT, (s.layout.loc if s.layout else s.loc), f"{exc}", spec=True)
+            info = LayoutInfo(lay.name, args, shape, dtype, self.role.per * 32, 0)
+        r = RegInfo(s, dtype, shape, info, self.role.role.name)
+        self.model.regs[s.name] = r
+        self.role_regs[s.name] = r
+        self.tensors[s.name] = s
+
+    def op(self, op: n.Op, scope: set[str]) -> None:
+        prim = self.prims.get(op.name)
+        if prim is None:
+            close = _closest(op.name, list(self.prims))
+            self.err(
+                codes.UNKNOWN_PRIMITIVE, op.loc, f"no loaded plugin provides the operation `{op.name}`",
+                label="unknown operation", help=(f"did you mean `{close}`?" if close else None),
+            )  # fmt: skip
+            return
+        sig = prim.signature
+        if op.outs and not sig.outs:
+            self.err(codes.OPERANDS, op.loc, f"`{op.name}` has no outputs: write it without `<-`")
+            return
+        if sig.outs and not op.outs:
+            # the arrow form is required when a primitive has outputs
+            self.err(
+                codes.OPERANDS, op.loc, f"`{op.name}` writes {len(sig.outs)} output(s): write `{op.name} "
+                f"{', '.join(s.name for s in sig.outs)} <- {', '.join(s.name for s in sig.ins)}`",
+            )  # fmt: skip
+            return
+        outs = self.operands(op, op.outs, sig.outs, scope, "output")
+        ins = self.operands(op, op.ins, sig.ins, scope, "input")
+        if outs is None or ins is None:
+            return
+        self.attributes(op, prim, scope)
+        typed = TypedOpImpl(op, prim, outs, ins, self.role)
+        self.model.ops.append(typed)
+        self.model.by_op[id(op)] = typed
+        ctx = _Ctx(self.model, self.role, self.target)
+        for d in prim.check(typed, ctx):
+            self.diags.append(d)
+
+    def operands(
+        self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: set[str], what: str
+    ) -> tuple[Operand, ...] | None:
+        required = [s for s in slots if not s.optional]
+        if not len(required) <= len(exprs) <= len(slots):
+            names = ", ".join(s.name + ("?" if s.optional else "") for s in slots) or "none"
+            self.err(
+                codes.OPERANDS, op.loc,
+                f"`{op.name}` takes {len(required)}{'' if len(required) == len(slots) else f'..{len(slots)}'} "
+                f"{what} operand(s) ({names}), got {len(exprs)}",
+            )  # fmt: skip
+            return None
+        out = []
+        for e, slot in zip(exprs, slots, strict=False):
+            o = self.operand(e, slot, scope, op)
+            if o is None:
+                return None
+            out.append(o)
+        return tuple(out)
+
+    def operand(self, e: n.Expr, slot: Slot, scope: set[str], op: n.Op) -> Operand | None:
+        name = e.name if isinstance(e, n.Ref) else (e.id if isinstance(e, n.Name) else None)
+        decl = self.tensors.get(name) if name is not None else None
+        if isinstance(decl, n.RegDecl) and name not in self.role_regs:
+            self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
+            return None
+        if decl is None:
+            if isinstance(e, n.Ref):
+                self.err(codes.UNKNOWN_NAME, e.loc, f"`{e.name}` is not a tensor, buffer, tile or barrier")
+                return None
+            if Kind.VALUE not in slot.kinds:
+                self.err(
+                    codes.OPERANDS, e.loc,
+                    f"operand `{slot.name}` of `{op.name}` must be a {_kinds(slot)}, not a value",
+                )  # fmt: skip
+                return None
+            if not self.names_ok(e, scope, f"operand `{slot.name}`"):
+                return None
+            return Operand(e, slot, Kind.VALUE)
+        ref = e if isinstance(e, n.Ref) else n.Ref(name, (), loc=e.loc)
+        for item in ref.index:
+            for sub in (item.expr,) if isinstance(item, n.At) else (
+                (item.start, item.size) if isinstance(item, n.Span) else ()
+            ):
+                if not self.names_ok(sub, scope, "an index"):
+                    return None
+        if isinstance(decl, n.Param):
+            kind, dtype, extents, staged = Kind.GLOBAL, self.model.param_dtype(decl), decl.shape, False
+        elif isinstance(decl, n.Smem):
+            info = self.model.smem.get(decl.name)
+            if info is None:
+                return None
+            kind, dtype, staged = Kind.SHARED, info.dtype, info.stages is not None
+            extents = tuple(n.Num(v) for v in info.shape)
+        elif isinstance(decl, n.Barrier):
+            kind, dtype, staged, extents = Kind.BARRIER, None, decl.stages is not None, ()
+        else:
+            info_r = self.model.regs[decl.name]
+            kind, dtype, staged = Kind.REGISTERS, info_r.dtype, False
+            extents = tuple(n.Num(v) for v in info_r.shape)
+        if kind not in slot.kinds:
+            self.err(
+                codes.OPERANDS, e.loc,
+                f"operand `{slot.name}` of `{op.name}` must be a {_kinds(slot)}, but `{name}` is a "
+                f"{_kind_word(kind)}",
+            )  # fmt: skip
+            return None
+        index = list(ref.index)
+        stage = None
+        if staged:
+            if index and isinstance(index[0], n.At):
+                stage = index.pop(0).expr
+            elif kind is Kind.BARRIER or index:
+                self.err(codes.OPERANDS, e.loc, f"`{name}` is a ring: select a stage first, `{name}[s]`")
+                return None
+        if len(index) > len(extents):
+            self.err(
+                codes.OPERANDS, e.loc, f"`{name}` has {len(extents)} dimension(s), indexed with {len(index)}"
+            )  # fmt: skip
+            return None
+        shape: list[int | n.Expr] = []
+        for d, ext in enumerate(extents):
+            item = index[d] if d < len(index) else n.All()
+            if isinstance(item, n.At):
+                continue
+            size = item.size if isinstance(item, n.Span) else ext
+            v = try_int(size, self.env)
+            shape.append(v if v is not None else size)
+        if staged and stage is None and kind is not Kind.BARRIER:
+            shape.insert(0, self.model.smem[name].stages or 1)
+        layout = decl.layout if isinstance(decl, n.RegDecl) else None
+        return Operand(
+            e, slot, kind, name, dtype, tuple(shape), decl, stage, tuple(index), ref.transpose, layout
+        )
+
+    def attributes(self, op: n.Op, prim: Primitive, scope: set[str]) -> None:
+        sig = prim.signature
+        seen: set[str] = set()
+        for a in op.attrs:
+            spec = sig.attr(a.key)
+            if a.key in seen:
+                self.err(codes.ATTRIBUTES, a.loc, f"attribute `{a.key}` given twice")
+            seen.add(a.key)
+            if spec is None:
+                known = ", ".join(x.name for x in sig.attrs) or "none"
+                close = _closest(a.key, [x.name for x in sig.attrs])
+                self.err(
+                    codes.ATTRIBUTES, a.loc, f"`{op.name}` takes no attribute `{a.key}` (it takes: {known})",
+                    help=f"did you mean `{close}`?" if close else None,
+                )  # fmt: skip
+                continue
+            v = a.value
+            if spec.kind == "word":
+                if not (isinstance(v, n.Name) and v.id in spec.choices):
+                    self.err(
+                        codes.ATTRIBUTES, v.loc,
+                        f"`{a.key}` of `{op.name}` is one of {', '.join(spec.choices)}",
+                    )  # fmt: skip
+            elif spec.kind == "const":
+                self.const(v, f"attribute `{a.key}` of `{op.name}`")
+            elif spec.kind == "float":
+                if not all(isinstance(s, (n.Num, n.Unary)) or (isinstance(s, n.Name) and s.id == "inf")
+                           for s in n.walk_expr(v)):  # fmt: skip
+                    self.err(codes.ATTRIBUTES, v.loc, f"`{a.key}` of `{op.name}` is a number")
+            else:
+                self.names_ok(v, scope, f"attribute `{a.key}`")
+        for spec in sig.attrs:
+            if spec.required and spec.name not in seen:
+                self.err(codes.ATTRIBUTES, op.loc, f"`{op.name}` needs the attribute `{spec.name}=...`")
+
+
+def _names(e: n.Expr) -> set[str]:
+    return {s.id for s in n.walk_expr(e) if isinstance(s, n.Name)}
+
+
+def _kind_word(k: Kind) -> str:
+    return {
+        Kind.GLOBAL: "global tensor", Kind.SHARED: "shared buffer", Kind.REGISTERS: "register tile",
+        Kind.BARRIER: "barrier", Kind.VALUE: "value",
+    }[k]  # fmt: skip
+
+
+def _kinds(slot: Slot) -> str:
+    return " or ".join(sorted(_kind_word(k) for k in slot.kinds))
+
+
+def _closest(word: str, options: list[str]) -> str | None:
+    import difflib
+
+    m = difflib.get_close_matches(word, options, n=1, cutoff=0.7)
+    return m[0] if m else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Programs
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class LaunchModel:
+    launch: n.Launch
+    kernel: n.Kernel
+    # kernel size/type-variable name -> program expression (sizes) or dtype/typevar name
+    sizes: dict[str, n.Expr]
+    types: dict[str, str]
+
+
+def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]:
+    """Match each launch's arguments to its kernel's parameters, binding the kernel's sizes."""
+    prog = module.entry
+    diags: list[Diagnostic] = []
+    tensors: dict[str, tuple[str, tuple[n.Expr, ...], Loc]] = {}
+    for p in prog.params:
+        tensors[p.name] = (p.dtype, p.shape, p.loc)
+    names = {k.name for k in module.kernels}
+    if len(names) != len(module.kernels):
+        diags.append(codes.DUPLICATE_NAME.at(prog.loc, "two kernels of the module share a name"))
+    for b in prog.buffers:
+        if b.name in tensors:
+            diags.append(codes.DUPLICATE_NAME.at(b.loc, f"`{b.name}` is declared twice in the program"))
+        tensors[b.name] = (b.dtype, b.shape, b.loc)
+    out = []
+    for launch in prog.launches:
+        k = module.kernel(launch.kernel)
+        if k is None:
+            diags.append(codes.LAUNCH.at(launch.loc, f"no kernel `{launch.kernel}` in this module"))
+            continue
+        if len(launch.args) != len(k.params):
+            diags.append(
+                codes.LAUNCH.at(
+                    launch.loc, f"`{k.name}` takes {len(k.params)} argument(s), the launch passes {len(launch.args)}",
+                    secondary=(Label(k.loc, "kernel declared here"),),
+                )
+            )  # fmt: skip
+            continue
+        sizes: dict[str, n.Expr] = {}
+        types: dict[str, str] = {}
+        for arg, p in zip(launch.args, k.params, strict=True):
+            if arg not in tensors:
+                diags.append(codes.LAUNCH.at(launch.loc, f"`{arg}` is not a parameter or buffer of the program"))
+                continue
+            dtype, shape, _ = tensors[arg]
+            if p.tier == "scalar" or len(shape) != len(p.shape):
+                diags.append(
+                    codes.LAUNCH.at(launch.loc, f"`{arg}` has rank {len(shape)}, parameter `{p.name}` of "
+                                    f"`{k.name}` rank {len(p.shape)}", secondary=(Label(p.loc, "parameter"),))
+                )  # fmt: skip
+                continue
+            if p.dtype in DTYPE_NAMES:
+                if p.dtype != dtype:
+                    diags.append(
+                        codes.LAUNCH.at(launch.loc, f"`{arg}` holds `{dtype}`, parameter `{p.name}` of "
+                                        f"`{k.name}` takes `{p.dtype}`", secondary=(Label(p.loc, "parameter"),))
+                    )  # fmt: skip
+            elif types.setdefault(p.dtype, dtype) != dtype:
+                diags.append(codes.LAUNCH.at(launch.loc, f"type variable `{p.dtype}` bound to two element types"))
+            for dim, pe in zip(shape, p.shape, strict=True):
+                if isinstance(pe, n.Name):
+                    prior = sizes.setdefault(pe.id, dim)
+                    if prior != dim:
+                        diags.append(
+                            codes.LAUNCH.at(launch.loc, f"size `{pe.id}` of `{k.name}` is bound to two "
+                                            f"different program sizes")
+                        )  # fmt: skip
+        out.append(LaunchModel(launch, k, sizes, types))
+    return out, diags
+
+
+def kernel_spec(lm: LaunchModel, program_spec: Mapping[str, int | str]) -> Spec | None:
+    """The kernel specialization a program specialization selects, or None if the kernel has none."""
+    values = []
+    for c in lm.kernel.domain:
+        if c.op != "in":
+            continue
+        if c.var in lm.types:
+            v: int | str | None = lm.types[c.var]
+            v = program_spec.get(v, v) if isinstance(v, str) else v
+        elif c.var in lm.sizes:
+            v = try_int(lm.sizes[c.var], program_spec)
+        else:
+            v = None
+        if v is None:
+            return None
+        values.append((c.var, v))
+    return Spec(tuple(values))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class CheckedModule:
+    module: n.Module
+    models: dict[tuple[str, Spec], KernelModel]
+    launches: list[LaunchModel]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    def kernel_models(self, name: str) -> list[KernelModel]:
+        return [m for (k, _), m in self.models.items() if k == name]
+
+
+def check_module(module: n.Module, primitives: Mapping[str, Primitive], target: Any = None) -> CheckedModule:
+    """Resolve and type-check every kernel under every specialization, and bind the program."""
+    diags: list[Diagnostic] = []
+    models: dict[tuple[str, Spec], KernelModel] = {}
+    for k in module.kernels:
+        kernel_specs = specs(k.domain)
+        per_spec: list[Diagnostic] = []
+        for spec in kernel_specs:
+            model = KernelChecker(k, spec, primitives, target).run()
+            models[(k.name, spec)] = model
+            per_spec += model.diagnostics
+        diags += _merge_specs(per_spec, len(kernel_specs))
+    launches, ldiags = bind_program(module)
+    diags += ldiags
+    return CheckedModule(module, models, launches, _dedupe(diags))
+
+
+def _merge_specs(diags: list[Diagnostic], nspecs: int) -> list[Diagnostic]:
+    """A finding made under every specialization does not name one."""
+    import collections
+
+    counts = collections.Counter((d.code, d.primary, d.message.split(" (with ")[0]) for d in diags)
+    out = []
+    for d in diags:
+        base = d.message.split(" (with ")[0]
+        if base != d.message and counts[(d.code, d.primary, base)] >= nspecs:
+            d = attrs.evolve(d, message=base)
+        out.append(d)
+    return out
+
+
+def _dedupe(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per (code, span): specializations repeat the same finding."""
+    seen: set[tuple] = set()
+    out = []
+    for d in diags:
+        key = (d.code, d.primary, d.message.split(" (with ")[0])
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def check_or_raise(module: n.Module, primitives: Mapping[str, Primitive], target: Any = None) -> CheckedModule:
+    checked = check_module(module, primitives, target)
+    if not checked.ok:
+        raise DiagnosticError([d for d in checked.diagnostics if d.is_error])
+    return checked
+
+
+def iter_models(checked: CheckedModule) -> Iterator[KernelModel]:
+    yield from checked.models.values()

@@ -1,0 +1,240 @@
+"""Arithmetic on register tiles: fills, tensor-core MMA, row reductions and the argmin epilogue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.ir.primitive import (
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, Primitive, Signature, Slot, TypedOp,
+    numel, static_shape,
+)  # fmt: skip
+from cake_core.ir.types import DType
+from cake_core.primitives._common import need_static, shape_text
+from cake_core.target import Feature
+
+TILE = {Kind.GLOBAL, Kind.SHARED}
+
+
+class Fill(Primitive):
+    name = "fill"
+    summary = "set every element of a register tile to one value"
+    signature = Signature(
+        ins=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
+        attrs=[AttrSpec("value", "float", required=True)],
+    )
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        dst = op.ins[0]
+        x.write("dst", np.full(static_shape(dst), x.attr("value"), dtype=np.float64))
+
+
+class MmaSync(Primitive):
+    name = "mma.sync"
+    summary = "acc += a @ b^T on tensor cores, m16n8k16 per warp instruction, fp32 accumulation"
+    requires = frozenset({Feature.MMA_SYNC})
+    signature = Signature(
+        outs=[Slot("acc", {Kind.REGISTERS}, Access.READWRITE)],
+        ins=[Slot("a", {Kind.REGISTERS}), Slot("b", {Kind.REGISTERS})],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        acc, a, b = op.outs[0], op.ins[0], op.ins[1]
+        layouts = (acc.layout and acc.layout.name, a.layout and a.layout.name, b.layout and b.layout.name)
+        if layouts != ("mma_acc", "mma_a", "mma_b"):
+            yield codes.TYPES.at(
+                op.op.loc, "`mma.sync` takes an `mma_acc` accumulator and `mma_a`, `mma_b` fragments",
+                label=f"layouts {', '.join(str(x) for x in layouts)}",
+            )  # fmt: skip
+            return
+        grids = {tuple(ctx.const(e) for e in t.layout.args) for t in (acc, a, b)}  # type: ignore[union-attr]
+        if len(grids) != 1:
+            yield codes.TYPES.at(op.op.loc, "`mma.sync` operands must share one warp grid")
+        if not b.transpose:
+            yield codes.TYPES.at(
+                b.expr.loc, "`mma.sync` multiplies by the transpose of its `b` fragment (stored [N, 16])",
+                help=f"write `{b.name}^T`",
+            )  # fmt: skip
+        if a.dtype != b.dtype or a.dtype not in (DType.BF16, DType.F16):
+            yield codes.TYPES.at(
+                op.op.loc, f"`mma.sync` multiplies bf16 or f16 fragments of one type, got `{a.dtype}` and `{b.dtype}`"
+            )
+        if acc.dtype is not DType.F32:
+            yield codes.TYPES.at(acc.expr.loc, f"`mma.sync` accumulates in f32, not `{acc.dtype}`")
+        sa, sb, sc = static_shape(a), static_shape(b), static_shape(acc)
+        if sa and sb and sc and (sa[0] != sc[0] or sb[0] != sc[1]):
+            yield codes.TYPES.at(
+                op.op.loc, f"`mma.sync` of {shape_text(sa)} by {shape_text(sb)}^T does not give "
+                f"{shape_text(sc)}", label="shape mismatch",
+            )  # fmt: skip
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        a = x.read("a").astype(np.float32)
+        b = x.read("b").astype(np.float32)
+        acc = x.read("acc").astype(np.float32)
+        x.write("acc", acc + a @ b.T)
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        acc = static_shape(op.outs[0]) or (0, 0)
+        f = 2.0 * acc[0] * acc[1] * 16
+        return CostTerms(flops=f, tensor_flops=f, dtype=str(op.ins[0].dtype))
+
+
+class RowDot(Primitive):
+    name = "rowdot"
+    summary = "per-row dot products of a tile with one vector, fp32 on CUDA cores"
+    signature = Signature(
+        outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
+        ins=[Slot("a", TILE, mask_attr="oob"), Slot("v", TILE, mask_attr="oob")],
+        attrs=[AttrSpec("oob", "word", choices=("zero", "none"))],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst, a, v = op.outs[0], op.ins[0], op.ins[1]
+        yield from need_static(op, a)
+        sa, sv, sd = static_shape(a), static_shape(v), static_shape(dst)
+        if sa and sv and (len(sa) != 2 or numel(sv) != sa[1]):
+            yield codes.TYPES.at(op.op.loc, f"`rowdot` needs a [R, D] tile and a [D] vector, got "
+                                 f"{shape_text(a.shape)} and {shape_text(v.shape)}")  # fmt: skip
+        if sa and sd and numel(sd) != sa[0]:
+            yield codes.TYPES.at(op.op.loc, f"`rowdot` of {sa[0]} rows into {shape_text(dst.shape)}")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        a = x.read("a").astype(np.float32)
+        v = x.read("v").astype(np.float32).reshape(-1)
+        x.write("dst", (a @ v).reshape(static_shape(op.outs[0])))
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        a = op.ins[0]
+        s = static_shape(a) or (0, 0)
+        return CostTerms(flops=2.0 * numel(s), global_bytes=numel(s) * (a.dtype.bytes if a.dtype else 2))
+
+
+class SumSq(Primitive):
+    name = "sumsq"
+    summary = "per-row sums of squares of a tile, fp32"
+    signature = Signature(
+        outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
+        ins=[Slot("src", TILE, mask_attr="oob")],
+        attrs=[AttrSpec("oob", "word", choices=("zero", "none"))],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst, src = op.outs[0], op.ins[0]
+        yield from need_static(op, src)
+        ss, sd = static_shape(src), static_shape(dst)
+        if ss and (len(ss) != 2 or (sd and numel(sd) != ss[0])):
+            yield codes.TYPES.at(op.op.loc, f"`sumsq` reduces [R, D] rows into [R], got {shape_text(src.shape)} "
+                                 f"into {shape_text(dst.shape)}")  # fmt: skip
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        s = x.read("src").astype(np.float32)
+        x.write("dst", (s * s).sum(axis=1, dtype=np.float32).reshape(static_shape(op.outs[0])))
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        src = op.ins[0]
+        s = static_shape(src) or (0, 0)
+        return CostTerms(flops=2.0 * numel(s), global_bytes=numel(s) * (src.dtype.bytes if src.dtype else 2))
+
+
+class ArgminUpdate(Primitive):
+    name = "argmin.update"
+    summary = "fold a tile of scores into a running per-row (min, index): d = bias + scale * tile"
+    doc = (
+        "For every row r and column j of `tile` whose `bias[j]` is in bounds, the score is "
+        "`bias[j] + scale * tile[r, j]`; where the row's smallest score beats `best[r]` strictly, "
+        "`best[r]` and `index[r]` (as `base + j`) take it."
+    )
+    signature = Signature(
+        outs=[Slot("best", {Kind.REGISTERS}, Access.READWRITE), Slot("index", {Kind.REGISTERS}, Access.READWRITE)],
+        ins=[Slot("tile", {Kind.REGISTERS}), Slot("bias", TILE, mask_attr="oob")],
+        attrs=[
+            AttrSpec("base", "int", required=True, doc="index of the tile's first column"),
+            AttrSpec("scale", "float", default=1.0),
+            AttrSpec("oob", "word", choices=("skip", "none"), doc="columns whose bias is out of bounds are skipped"),
+        ],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        best, index, tile, bias = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
+        st, sb = static_shape(tile), static_shape(bias)
+        if best.dtype is not DType.F32 or index.dtype is not DType.I32:
+            yield codes.TYPES.at(op.op.loc, "`argmin.update` keeps an f32 best value and an i32 index")
+        if st and len(st) == 2:
+            for o in (best, index):
+                so = static_shape(o)
+                if so and numel(so) != st[0]:
+                    yield codes.TYPES.at(o.expr.loc, f"`{o.name}` holds {numel(so)} rows, the tile {st[0]}")
+            if sb and numel(sb) != st[1]:
+                yield codes.TYPES.at(bias.expr.loc, f"the bias has {numel(sb)} columns, the tile {st[1]}")
+        elif st:
+            yield codes.TYPES.at(tile.expr.loc, "`argmin.update` folds a [rows, columns] tile")
+        pairs = {"mma_acc": "mma_rows", "wgmma_acc": "wgmma_rows", "rows": "rows"}
+        tl = tile.layout.name if tile.layout else "rows"
+        for o in (best, index):
+            ol = o.layout.name if o.layout else "rows"
+            if pairs.get(tl) != ol:
+                yield codes.TYPES.at(
+                    o.expr.loc, f"a tile in layout `{tl}` folds into per-row state in layout `{pairs.get(tl)}`, "
+                    f"not `{ol}`",
+                )  # fmt: skip
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        tile = x.read("tile").astype(np.float32)
+        rows, cols = tile.shape
+        bias = x.read("bias").astype(np.float32).reshape(-1)
+        valid = x.in_bounds("bias").reshape(-1)
+        scale = np.float32(x.attr("scale", 1.0))
+        score = bias[None, :] + scale * tile
+        score = np.where(valid[None, :], score, np.inf).astype(np.float32)
+        j = np.argmin(score, axis=1)
+        m = score[np.arange(rows), j]
+        best = x.read("best").astype(np.float32).reshape(-1)
+        index = x.read("index").reshape(-1).astype(np.int64)
+        better = m < best
+        best = np.where(better, m, best)
+        index = np.where(better, int(x.attr("base")) + j, index)
+        x.write("best", best.reshape(static_shape(op.outs[0])))
+        x.write("index", index.reshape(static_shape(op.outs[1])))
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        s = static_shape(op.ins[0]) or (0, 0)
+        return CostTerms(flops=3.0 * numel(s))
+
+
+class ArgminReduce(Primitive):
+    name = "argmin.reduce"
+    summary = "combine partial per-row (min, index) pairs across the threads and warps that share a row"
+    signature = Signature(
+        outs=[Slot("best", {Kind.REGISTERS}, Access.WRITE), Slot("index", {Kind.REGISTERS}, Access.WRITE)],
+        ins=[
+            Slot("part_best", {Kind.REGISTERS}),
+            Slot("part_index", {Kind.REGISTERS}),
+            Slot("scratch", {Kind.SHARED}, Access.READWRITE),
+        ],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        best, index, pb, pi, scratch = op.outs + op.ins
+        for o in (best, index):
+            if o.layout is not None and o.layout.name != "rows":
+                yield codes.TYPES.at(o.expr.loc, f"`argmin.reduce` writes `rows` tiles, `{o.name}` is `{o.layout.name}`")
+        sp = static_shape(pb)
+        ss = static_shape(scratch)
+        if sp and ss and numel(ss) < 2 * numel(sp):
+            yield codes.TYPES.at(
+                scratch.expr.loc, f"the scratch buffer holds {numel(ss)} elements; the reduction needs "
+                f"{2 * numel(sp)} (a value and an index per row)",
+            )  # fmt: skip
+        if scratch.dtype is not None and scratch.dtype.bytes != 4:
+            yield codes.TYPES.at(scratch.expr.loc, "the scratch buffer holds 32-bit elements")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        x.write("best", x.read("part_best").reshape(static_shape(op.outs[0])))
+        x.write("index", x.read("part_index").reshape(static_shape(op.outs[1])))
+
+
+PRIMITIVES: tuple[type[Primitive], ...] = (Fill, MmaSync, RowDot, SumSq, ArgminUpdate, ArgminReduce)
