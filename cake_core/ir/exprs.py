@@ -125,7 +125,9 @@ def to_c(e: n.Expr, name: Callable[[str], str], parent: int = 0) -> str:
     if isinstance(e, n.Num):
         v = e.value
         if isinstance(v, float):
-            return "INFINITY" if v == math.inf else ("(-INFINITY)" if v == -math.inf else f"{v!r}f")
+            if math.isinf(v):
+                return "__int_as_float(0x7f800000)" if v > 0 else "(-__int_as_float(0x7f800000))"
+            return f"{v!r}f"
         return str(v)
     if isinstance(e, n.Name):
         if e.id == "inf":

@@ -221,7 +221,12 @@ class Primitive:
     requires: ClassVar[frozenset[Feature]] = frozenset()
     # a CTA-wide synchronization point: every thread of the CTA must reach it
     cta_barrier: ClassVar[bool] = False
-    # an operation that waits for this role's outstanding async copies: ("cp.async", keep) etc.
+    # Asynchronous groups (cp.async, wgmma): an operation whose ``asynchronous`` accesses join the
+    # issuing thread's open group named ``group``; one that closes the open group (``group_commit``);
+    # one that waits until at most ``pending`` (an attribute) committed groups remain (``group_wait``).
+    group: ClassVar[str | None] = None
+    group_commit: ClassVar[str | None] = None
+    group_wait: ClassVar[str | None] = None
     doc: ClassVar[str] = ""
 
     def features(self, op: TypedOp) -> frozenset[Feature]:
@@ -254,6 +259,11 @@ class Primitive:
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         return CostTerms()
+
+
+def masked(op: TypedOp, key: str = "oob") -> bool:
+    """Whether ``op`` gives its bounds-mask attribute ``key`` (and not as ``none``)."""
+    return _mask_given(op.attr(key))
 
 
 def _mask_given(value: n.Expr | None) -> bool:

@@ -9,9 +9,11 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import (
-    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, Primitive, Signature, Slot, TypedOp,
-    numel, static_shape,
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature,
+    Slot, TypedOp, masked, numel, static_shape,
 )  # fmt: skip
+from cake_core.lower.cuda import fragment_words
+from cake_core.primitives._lower import DOT8, rows_layout, static_sizes, to_f32
 from cake_core.ir.types import DType
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.target import Feature
@@ -30,6 +32,18 @@ class Fill(Primitive):
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         dst = op.ins[0]
         x.write("dst", np.full(static_shape(dst), x.attr("value"), dtype=np.float64))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        reg = ctx.rview(op.ins[0])
+        ctype, count = fragment_words(reg)
+        value = ctx.c(op.attr("value"))
+        if ctype == "unsigned":
+            value = "0u" if value in ("0", "0.0f", "0.0") else None
+            if value is None:
+                raise NotLowerable("packed 16-bit fragments can only be filled with 0")
+        i = ctx.fresh("i")
+        ctx.line("#pragma unroll")
+        ctx.line(f"for (int {i} = 0; {i} < {count}; ++{i}) {reg.name}[{i}] = ({ctype})({value});")
 
 
 class MmaSync(Primitive):
@@ -77,6 +91,23 @@ class MmaSync(Primitive):
         acc = x.read("acc").astype(np.float32)
         x.write("acc", acc + a @ b.T)
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        acc, a, b = ctx.rview(op.outs[0]), ctx.rview(op.ins[0]), ctx.rview(op.ins[1])
+        mi_n = acc.layout.warp_tile[0] // 16
+        ni_n = acc.layout.warp_tile[1] // 8
+        t = "f16" if a.dtype is DType.F16 else "bf16"
+        for mi in range(mi_n):
+            for ni in range(ni_n):
+                d = [f"{acc.name}[{(mi * ni_n + ni) * 4 + e}]" for e in range(4)]
+                av = [f"{a.name}[{mi * 4 + e}]" for e in range(4)]
+                bv = [f"{b.name}[{ni * 2 + e}]" for e in range(2)]
+                ctx.line(
+                    f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0, %1, %2, %3}}, '
+                    f'{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};" : '
+                    + ", ".join(f'"+f"({x})' for x in d) + " : "
+                    + ", ".join(f'"r"({x})' for x in av + bv) + ");"
+                )
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         acc = static_shape(op.outs[0]) or (0, 0)
         f = 2.0 * acc[0] * acc[1] * 16
@@ -107,6 +138,9 @@ class RowDot(Primitive):
         v = x.read("v").astype(np.float32).reshape(-1)
         x.write("dst", (a @ v).reshape(static_shape(op.outs[0])))
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        _row_reduce(op, ctx, op.ins[0], op.ins[1])
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         a = op.ins[0]
         s = static_shape(a) or (0, 0)
@@ -133,6 +167,9 @@ class SumSq(Primitive):
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         s = x.read("src").astype(np.float32)
         x.write("dst", (s * s).sum(axis=1, dtype=np.float32).reshape(static_shape(op.outs[0])))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        _row_reduce(op, ctx, op.ins[0], None)
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         src = op.ins[0]
@@ -200,6 +237,54 @@ class ArgminUpdate(Primitive):
         x.write("best", best.reshape(static_shape(op.outs[0])))
         x.write("index", index.reshape(static_shape(op.outs[1])))
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        best, index, tile = ctx.rview(op.outs[0]), ctx.rview(op.outs[1]), ctx.rview(op.ins[0])
+        bias_op = op.ins[1]
+        view = ctx.gview(bias_op) if bias_op.kind is Kind.GLOBAL else ctx.sview(bias_op)
+        is_masked = masked(op) and bias_op.kind is Kind.GLOBAL
+        base = ctx.c(op.attr("base"))
+        scale = ctx.c(op.attr("scale")) if op.attr("scale") is not None else "1.0f"
+        inf = "__int_as_float(0x7f800000)"
+
+        def bias_at(col: str) -> str:
+            value = to_f32(f"*{view.addr([col])}", bias_op.dtype)
+            return f"(({view.in_bounds([col])}) ? {value} : {inf})" if is_masked else value
+
+        def update(slot: str, score: str, col: str) -> None:
+            ctx.line(f"{{ const float cake_s = {score};")
+            ctx.line(f"  if (cake_s < {best.name}[{slot}]) {{ {best.name}[{slot}] = cake_s; "
+                     f"{index.name}[{slot}] = {base} + {col}; }} }}")  # fmt: skip
+
+        layout = tile.layout
+        if layout.name == "rows":
+            per_thread, cols, _ = rows_layout(tile)
+            for c in range(cols):
+                bz = ctx.fresh("bz")
+                ctx.line(f"const float {bz} = {bias_at(str(c))};")
+                for j in range(per_thread):
+                    update(str(j), f"{bz} + {scale} * {tile.name}[{j * cols + c}]", str(c))
+            return
+        if layout.name != "mma_acc":
+            raise NotLowerable(f"argmin over a `{layout.name}` tile is not lowered yet")
+        wm_n, wn_n = layout.warp_grid
+        tm, tn = layout.warp_tile
+        mi_n, ni_n = tm // 16, tn // 8
+        bz = ctx.fresh("bz")
+        col0 = f"({ctx.iwarp} % {wn_n}) * {tn} + (({ctx.lane} & 3) << 1)"
+        ctx.line(f"float {bz}[{ni_n * 2}];")
+        for ni in range(ni_n):
+            for e in range(2):
+                ctx.line(f"{bz}[{ni * 2 + e}] = {bias_at(f'{col0} + {ni * 8 + e}')};")
+        for mi in range(mi_n):
+            for h in range(2):
+                for ni in range(ni_n):
+                    for e in range(2):
+                        update(
+                            str(mi * 2 + h),
+                            f"{bz}[{ni * 2 + e}] + {scale} * {tile.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]",
+                            f"({col0} + {ni * 8 + e})",
+                        )
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         s = static_shape(op.ins[0]) or (0, 0)
         return CostTerms(flops=3.0 * numel(s))
@@ -235,6 +320,106 @@ class ArgminReduce(Primitive):
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("best", x.read("part_best").reshape(static_shape(op.outs[0])))
         x.write("index", x.read("part_index").reshape(static_shape(op.outs[1])))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        best, index, pb, pi = (ctx.rview(o) for o in op.outs + op.ins[:2])
+        scratch = ctx.sview(op.ins[2])
+        per_thread, _, rows = rows_layout(best)
+        layout = pb.layout
+        ctx.helper("argmin_better", _BETTER)
+        if layout.name == "rows":
+            ctx.line("#pragma unroll")
+            ctx.line(f"for (int cake_j = 0; cake_j < {per_thread}; ++cake_j) "
+                     f"{{ {best.name}[cake_j] = {pb.name}[cake_j]; {index.name}[cake_j] = {pi.name}[cake_j]; }}")
+            return
+        if layout.name != "mma_rows":
+            raise NotLowerable(f"argmin.reduce from `{layout.name}` is not lowered yet")
+        wm_n, wn_n = layout.warp_grid
+        tm = layout.warp_tile[0]
+        sbase = f"((float*){scratch.base})"
+        for mi in range(tm // 16):
+            for h in range(2):
+                slot = mi * 2 + h
+                ctx.line(f"{{ float cake_v = {pb.name}[{slot}]; int cake_x = {pi.name}[{slot}];")
+                for off in (1, 2):
+                    ctx.line(f"  {{ const float ov = __shfl_xor_sync(0xffffffffu, cake_v, {off}); "
+                             f"const int ox = __shfl_xor_sync(0xffffffffu, cake_x, {off}); "
+                             f"if (cake_argmin_better(ov, ox, cake_v, cake_x)) {{ cake_v = ov; cake_x = ox; }} }}")  # fmt: skip
+                row = f"({ctx.iwarp} / {wn_n}) * {tm} + {mi * 16} + ({ctx.lane} >> 2) + {8 * h}"
+                ctx.line(f"  if (({ctx.lane} & 3) == 0) {{ {sbase}[({row}) * {wn_n} + {ctx.iwarp} % {wn_n}] = cake_v; "
+                         f"{sbase}[{rows * wn_n} + ({row}) * {wn_n} + {ctx.iwarp} % {wn_n}] = __int_as_float(cake_x); }} }}")  # fmt: skip
+        ctx.line(ctx.sync_instance())
+        ctx.line("#pragma unroll")
+        ctx.line(f"for (int cake_j = 0; cake_j < {per_thread}; ++cake_j) {{")
+        ctx.line(f"  const int cake_r = {ctx.itid} + {ctx.threads} * cake_j;")
+        ctx.line(f"  float cake_v = __int_as_float(0x7f800000); int cake_x = -1;")
+        ctx.line(f"  if (cake_r < {rows}) {{")
+        ctx.line("    #pragma unroll")
+        ctx.line(f"    for (int w = 0; w < {wn_n}; ++w) {{ const float ov = {sbase}[cake_r * {wn_n} + w]; "
+                 f"const int ox = __float_as_int({sbase}[{rows * wn_n} + cake_r * {wn_n} + w]); "
+                 f"if (cake_argmin_better(ov, ox, cake_v, cake_x)) {{ cake_v = ov; cake_x = ox; }} }}")  # fmt: skip
+        ctx.line("  }")
+        ctx.line(f"  {best.name}[cake_j] = cake_v; {index.name}[cake_j] = cake_x;")
+        ctx.line("}")
+        ctx.line(ctx.sync_instance())
+
+
+_BETTER = r"""
+// (v, x) beats (bv, bx): a smaller value, or an equal one with a smaller valid index
+__device__ __forceinline__ bool cake_argmin_better(float v, int x, float bv, int bx) {
+  return v < bv || (v == bv && (unsigned)x < (unsigned)bx);
+}
+"""
+
+
+def _row_reduce(op: TypedOp, ctx, a_op, v_op) -> None:
+    """Per-row sums over the last axis of a [R, D] global tile: of squares, or of products with a vector."""
+    if a_op.kind is not Kind.GLOBAL or (v_op is not None and v_op.kind is not Kind.GLOBAL):
+        raise NotLowerable("row reductions read global tiles")
+    dst = ctx.rview(op.outs[0])
+    per_thread, _, rows = rows_layout(dst)
+    a = ctx.gview(a_op)
+    v = ctx.gview(v_op) if v_op is not None else None
+    _, d_sz = static_sizes(a)
+    is_masked = masked(op)
+    f16 = 1 if a_op.dtype is DType.F16 else 0
+    vec = a_op.dtype in (DType.BF16, DType.F16) and d_sz % 8 == 0 and (v is None or v_op.dtype == a_op.dtype)
+    ctx.helper("unpack8", DOT8)
+    j = ctx.fresh("j")
+    ctx.line("#pragma unroll")
+    ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
+    ctx.line(f"  const int cake_r = {ctx.itid} + {ctx.threads} * {j};")
+    ctx.line("  float cake_acc = 0.0f;")
+    cond = [f"cake_r < {rows}"] if rows % ctx.threads else []
+    if is_masked:
+        cond.append(a.in_bounds(["cake_r", "0"]))
+    ctx.line(f"  if ({' && '.join(cond) or 'true'}) {{")
+    ctx.line(f"    const auto* cake_pa = {a.addr(['cake_r', '0'])};")
+    if v is not None:
+        ctx.line(f"    const auto* cake_pv = {v.addr(['0'] * len(v.tile_dims))};")
+    if vec:
+        ctx.line("    #pragma unroll 4")
+        ctx.line(f"    for (int cake_d = 0; cake_d < {d_sz}; cake_d += 8) {{")
+        ctx.line("      float fa[8];")
+        ctx.line(f"      cake_unpack8(*(const uint4*)(cake_pa + cake_d), fa, {f16});")
+        if v is not None:
+            ctx.line("      float fv[8];")
+            ctx.line(f"      cake_unpack8(*(const uint4*)(cake_pv + cake_d), fv, {f16});")
+            ctx.line("      #pragma unroll")
+            ctx.line("      for (int e = 0; e < 8; ++e) cake_acc = fmaf(fa[e], fv[e], cake_acc);")
+        else:
+            ctx.line("      #pragma unroll")
+            ctx.line("      for (int e = 0; e < 8; ++e) cake_acc = fmaf(fa[e], fa[e], cake_acc);")
+        ctx.line("    }")
+    else:
+        ctx.line(f"    for (int cake_d = 0; cake_d < {d_sz}; ++cake_d) {{")
+        ctx.line(f"      const float fa = {to_f32('cake_pa[cake_d]', a_op.dtype)};")
+        other = to_f32("cake_pv[cake_d]", v_op.dtype) if v is not None else "fa"
+        ctx.line(f"      cake_acc = fmaf(fa, {other}, cake_acc);")
+        ctx.line("    }")
+    ctx.line("  }")
+    ctx.line(f"  {dst.name}[{j}] = cake_acc;")
+    ctx.line("}")
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (Fill, MmaSync, RowDot, SumSq, ArgminUpdate, ArgminReduce)

@@ -7,10 +7,11 @@ from collections.abc import Iterable
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import (
-    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, Primitive, Signature, Slot, TypedOp,
-    numel, static_shape,
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature,
+    Slot, TypedOp, masked, numel, static_shape,
 )  # fmt: skip
 from cake_core.primitives._common import need_static, same_dtype, same_numel, shape_text
+from cake_core.primitives._lower import from_f32, rows_layout, static_sizes, unravel
 from cake_core.target import Feature
 
 OOB_LOAD = AttrSpec("oob", "word", choices=("zero", "none"), doc="out-of-bounds elements read as zero")
@@ -40,6 +41,33 @@ class Store(Primitive):
         dst = op.outs[0]
         x.write("dst", x.read("src").reshape(static_shape(dst)))
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        dst, src = op.outs[0], op.ins[0]
+        if dst.kind is not Kind.GLOBAL:
+            raise NotLowerable("stores to shared memory are not lowered yet")
+        view = ctx.gview(dst)
+        reg = ctx.rview(src)
+        per_thread, cols, rows = rows_layout(reg)
+        sizes = static_sizes(view)
+        is_masked = masked(op)
+        j, cc = ctx.fresh("j"), ctx.fresh("c")
+        ctx.line("#pragma unroll")
+        ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
+        ctx.line(f"  const int cake_r = {ctx.itid} + {ctx.threads} * {j};")
+        ctx.line("  #pragma unroll")
+        ctx.line(f"  for (int {cc} = 0; {cc} < {cols}; ++{cc}) {{")
+        local = unravel(f"cake_r * {cols} + {cc}", sizes)
+        cond = [f"cake_r < {rows}"] if rows % ctx.threads else []
+        if is_masked:
+            cond.append(view.in_bounds(local))
+        value = from_f32(f"{reg.name}[{j} * {cols} + {cc}]", dst.dtype) if src.dtype != dst.dtype else (
+            f"{reg.name}[{j} * {cols} + {cc}]"
+        )
+        guard = f"if ({' && '.join(cond)}) " if cond else ""
+        ctx.line(f"    {guard}*{view.addr(local)} = {value};")
+        ctx.line("  }")
+        ctx.line("}")
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst = op.outs[0]
         shape = static_shape(dst) or (0,)
@@ -52,6 +80,7 @@ class CpAsync(Primitive):
     name = "cp.async"
     summary = "asynchronous copy of a global tile into a shared buffer, 16 bytes per thread per step"
     requires = frozenset({Feature.CP_ASYNC})
+    group = "cp.async"
     signature = Signature(
         outs=[Slot("dst", {Kind.SHARED}, Access.WRITE, asynchronous=True)],
         ins=[Slot("src", {Kind.GLOBAL}, Access.READ, asynchronous=True, mask_attr="oob")],
@@ -73,6 +102,44 @@ class CpAsync(Primitive):
         # the interpreter defers the write until the group completes (cp.async.wait)
         x.write("dst", x.read("src"))
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        dst, src = op.outs[0], op.ins[0]
+        g, sh = ctx.gview(src), ctx.sview(dst)
+        if sh.swizzle:
+            raise NotLowerable("cp.async into a swizzled buffer is not lowered yet")
+        sizes = static_sizes(sh)
+        if len(sizes) not in (1, 2):
+            raise NotLowerable("cp.async copies tiles of rank 1 or 2")
+        nbytes = _const_attr(op, ctx, "bytes", 16)
+        elem = dst.dtype.bytes if dst.dtype else 2
+        inner = sizes[-1]
+        per_chunk = nbytes // elem
+        if (inner * elem) % nbytes:
+            raise NotLowerable(f"rows of {inner * elem} bytes do not split into {nbytes}-byte copies")
+        rows = sizes[0] if len(sizes) == 2 else 1
+        cpr = inner // per_chunk
+        total = rows * cpr
+        is_masked = masked(op)
+        ci = ctx.fresh("ci")
+        kind = "cg" if nbytes == 16 else "ca"
+        ctx.line("#pragma unroll")
+        ctx.line(f"for (int {ci} = {ctx.itid}; {ci} < {total}; {ci} += {ctx.threads}) {{")
+        local = [f"{ci} / {cpr}", f"({ci} % {cpr}) * {per_chunk}"] if len(sizes) == 2 else [f"{ci} * {per_chunk}"]
+        ctx.line(f"  const unsigned cake_dst = cake_smem_addr({sh.addr(local)});")
+        if is_masked:
+            ctx.line(f"  const bool cake_ok = {g.in_bounds(local)};")
+            ctx.line(f"  const void* cake_src = cake_ok ? (const void*){g.addr(local)} : (const void*){g.ptr};")
+            ctx.line(
+                f'  asm volatile("cp.async.{kind}.shared.global [%0], [%1], {nbytes}, %2;" :: "r"(cake_dst), '
+                f'"l"(cake_src), "r"(cake_ok ? {nbytes} : 0) : "memory");'
+            )
+        else:
+            ctx.line(
+                f'  asm volatile("cp.async.{kind}.shared.global [%0], [%1], {nbytes};" :: "r"(cake_dst), '
+                f'"l"((const void*){g.addr(local)}) : "memory");'
+            )
+        ctx.line("}")
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst = op.outs[0]
         nbytes = numel(static_shape(dst) or (0,)) * (dst.dtype.bytes if dst.dtype else 2)
@@ -83,20 +150,29 @@ class CpAsyncCommit(Primitive):
     name = "cp.async.commit"
     summary = "close this thread's open group of cp.async copies"
     requires = frozenset({Feature.CP_ASYNC})
+    group_commit = "cp.async"
     signature = Signature()
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass  # the interpreter tracks groups itself
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        ctx.line('asm volatile("cp.async.commit_group;" ::: "memory");')
 
 
 class CpAsyncWait(Primitive):
     name = "cp.async.wait"
     summary = "wait until at most `pending` committed cp.async groups are still in flight"
     requires = frozenset({Feature.CP_ASYNC})
+    group_wait = "cp.async"
     signature = Signature(attrs=[AttrSpec("pending", "const", required=True, doc="groups left in flight")])
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass  # the interpreter completes groups itself
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        pending = _const_attr(op, ctx, "pending", 0)
+        ctx.line(f'asm volatile("cp.async.wait_group {pending};" ::: "memory");')
 
 
 class LdMatrix(Primitive):
@@ -128,9 +204,64 @@ class LdMatrix(Primitive):
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("dst", x.read("src"))
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        dst, src = op.outs[0], op.ins[0]
+        sh = ctx.sview(src)
+        if sh.swizzle:
+            raise NotLowerable("ldmatrix from a swizzled buffer is not lowered yet")
+        reg = ctx.rview(dst)
+        info = reg.layout
+        wm_n, wn_n = info.warp_grid
+        tile_rows = info.warp_tile[0]
+        warp_row = f"({ctx.iwarp} / {wn_n})" if info.name == "mma_a" else f"({ctx.iwarp} % {wn_n})"
+        lane = ctx.lane
+        if info.name == "mma_a":
+            for mi in range(tile_rows // 16):
+                local = [f"{warp_row} * {tile_rows} + {mi * 16} + ({lane} & 15)", f"({lane} >> 4) * 8"]
+                regs = ", ".join(f'"=r"({reg.name}[{mi * 4 + e}])' for e in range(4))
+                ctx.line(
+                    f'asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];" : {regs} '
+                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                )
+            return
+        ni_count = tile_rows // 8
+        ni = 0
+        while ni < ni_count:
+            if ni + 1 < ni_count:
+                local = [f"{warp_row} * {tile_rows} + {ni * 8} + (({lane} >> 4) << 3) + ({lane} & 7)",
+                         f"(({lane} >> 3) & 1) * 8"]  # fmt: skip
+                outs = [f"{reg.name}[{ni * 2}]", f"{reg.name}[{ni * 2 + 1}]", f"{reg.name}[{ni * 2 + 2}]",
+                        f"{reg.name}[{ni * 2 + 3}]"]  # fmt: skip
+                regs = ", ".join(f'"=r"({o})' for o in outs)
+                ctx.line(
+                    f'asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];" : {regs} '
+                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                )
+                ni += 2
+            else:
+                local = [f"{warp_row} * {tile_rows} + {ni * 8} + ({lane} & 7)", f"(({lane} >> 3) & 1) * 8"]
+                regs = f'"=r"({reg.name}[{ni * 2}]), "=r"({reg.name}[{ni * 2 + 1}])'
+                ctx.line(
+                    f'asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%0, %1}}, [%2];" : {regs} '
+                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                )
+                ni += 1
+
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         src = op.ins[0]
         return CostTerms(shared_bytes=numel(static_shape(src) or (0,)) * 2)
+
+
+def _const_attr(op: TypedOp, ctx, key: str, default: int) -> int:
+    from cake_core.ir.exprs import try_int
+
+    e = op.attr(key)
+    if e is None:
+        return default
+    v = try_int(e, ctx.model.env)
+    if v is None:
+        raise NotLowerable(f"attribute `{key}` must be known at compile time")
+    return v
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (Store, CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrix)

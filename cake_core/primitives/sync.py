@@ -14,5 +14,8 @@ class BarSync(Primitive):
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass  # the interpreter synchronizes role instances itself
 
+    def lower(self, op: TypedOp, ctx) -> None:
+        ctx.line("__syncthreads();")
+
 
 PRIMITIVES: tuple[type[Primitive], ...] = (BarSync,)

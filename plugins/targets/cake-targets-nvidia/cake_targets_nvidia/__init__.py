@@ -76,7 +76,7 @@ FEATURES_BY_ARCH: Mapping[str, frozenset[Feature]] = MappingProxyType(
     }
 )  # fmt: skip
 
-_ARCH_RE = re.compile(r"sm_(?P<major>[1-9][0-9]*)(?P<minor>[0-9])(?P<suffix>a?)")
+_ARCH_RE = re.compile(r"sm_(?P<major>[1-9][0-9]*)(?P<minor>[0-9])a?")
 
 
 class TargetDataError(CakeInternalError):

@@ -1,0 +1,1 @@
+"""Cake IR -> standalone CUDA C++: the kernel structure here, each operation by its primitive."""

@@ -1,0 +1,318 @@
+"""Kernel structure -> CUDA C++.
+
+This module lowers what the grammar owns: the kernel signature and launch bounds, compile-time
+constants, the shared-memory carve-up, grid variables, role dispatch by warp range, loops, lets and
+conditionals. Each operation is lowered by its primitive (``Primitive.lower``) through the
+:class:`KernelLowering` context, which hands out operand views (:mod:`cake_core.lower.tiles`) so
+that addresses, masks and fragment indices are derived, not written.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from cake_core.errors import CakeUserError
+from cake_core.ir import nodes as n
+from cake_core.ir.exprs import to_c, try_int
+from cake_core.ir.primitive import Kind, NotLowerable, Operand
+from cake_core.ir.sema import KernelModel, RoleInfo, TypedOpImpl
+from cake_core.ir.types import DType
+from cake_core.lower.tiles import GlobalView, RegView, SharedView
+from cake_core.target import Target
+
+CXX_KEYWORDS = frozenset(
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue default "
+    "delete do double else enum explicit extern false float for friend goto if inline int long mutable "
+    "namespace new not nullptr operator or private protected public register return short signed sizeof "
+    "static struct switch template this throw true try typedef typename union unsigned using virtual "
+    "void volatile while xor threadIdx blockIdx blockDim gridDim warpSize min max".split()
+)
+
+STORAGE = {
+    DType.BF16: "cake_bf16", DType.F16: "cake_f16", DType.F32: "float", DType.F64: "double",
+    DType.I32: "int", DType.U32: "unsigned", DType.I64: "long long", DType.I8: "signed char",
+    DType.U8: "unsigned char", DType.PRED: "bool",
+}  # fmt: skip
+
+
+def storage(dtype: DType) -> str:
+    if dtype not in STORAGE:
+        raise NotLowerable(f"no storage type for `{dtype}` yet")
+    return STORAGE[dtype]
+
+
+def c_name(name: str) -> str:
+    if name == "self":
+        return "cake_self"
+    if name in CXX_KEYWORDS or name.startswith("cake_"):
+        return f"{name}_"
+    return name
+
+
+def fragment_words(view: RegView) -> tuple[str, int]:
+    """C++ element type and count of a register tile's per-thread storage."""
+    info = view.layout
+    if info.name in ("mma_a", "mma_b"):
+        return "unsigned", info.regs_per_thread
+    ctype = storage(view.dtype) if view.dtype not in (DType.BF16, DType.F16) else "float"
+    if info.name == "rows":
+        per_row = info.shape[1] if len(info.shape) == 2 else 1
+        return ctype, -(-info.shape[0] // info.threads) * per_row
+    if info.name == "mma_acc":
+        return ctype, info.regs_per_thread
+    if info.name == "mma_rows":
+        return ctype, info.regs_per_thread
+    if info.name == "wgmma_acc":
+        return ctype, info.shape[1] // 2
+    if info.name == "wgmma_rows":
+        return ctype, 2
+    raise NotLowerable(f"no storage for layout `{info.name}`")
+
+
+class FileEmitter:
+    """One generated source file: shared helpers first, then kernels."""
+
+    def __init__(self) -> None:
+        self.helpers: dict[str, str] = {}
+        self.kernels: list[str] = []
+
+    def helper(self, key: str, code: str) -> None:
+        self.helpers.setdefault(key, code.strip("\n"))
+
+    def source(self, header: str) -> str:
+        from cake_core.lower.prelude import PRELUDE
+
+        parts = [header.rstrip(), PRELUDE.strip("\n")] + list(self.helpers.values()) + self.kernels
+        return "\n\n".join(parts) + "\n"
+
+
+class KernelLowering:
+    """Lowers one kernel specialization; the :class:`~cake_core.ir.primitive.LowerContext` of its ops."""
+
+    def __init__(self, model: KernelModel, target: Target, fn_name: str, file: FileEmitter) -> None:
+        self.model, self.target, self.fn_name, self.file = model, target, fn_name, file
+        self.lines: list[str] = []
+        self.depth = 1
+        self.role: RoleInfo | None = None
+        self._fresh = itertools.count()
+        self.writes = {
+            o.name for t in model.ops for o in t.outs + t.ins if o.kind is Kind.GLOBAL and o.slot.access.value != "read"
+        }
+        self.instance_ids: dict[tuple[str, int], int] = {}
+        next_id = itertools.count(1)
+        for r in model.roles:
+            for i in range(r.instances):
+                self.instance_ids[(r.role.name, i)] = next(next_id)
+
+    # -- the LowerContext protocol -------------------------------------------------------------------
+
+    def line(self, code: str) -> None:
+        for ln in code.split("\n"):
+            self.lines.append("  " * self.depth + ln if ln else "")
+
+    def c(self, e: n.Expr) -> str:
+        v = try_int(e, self.model.env)
+        if v is not None and not any(isinstance(s, n.Name) and s.id == "self" for s in n.walk_expr(e)):
+            return str(v)
+        return to_c(e, c_name)
+
+    def helper(self, key: str, code: str) -> None:
+        self.file.helper(key, code)
+
+    def fresh(self, prefix: str) -> str:
+        return f"cake_{prefix}{next(self._fresh)}"
+
+    # -- what primitive lowerings ask for ------------------------------------------------------------
+
+    @property
+    def threads(self) -> int:
+        """Threads of the current role instance."""
+        assert self.role is not None
+        return self.role.per * 32
+
+    itid = "cake_itid"  # thread index within the role instance
+    iwarp = "cake_iwarp"  # warp index within the role instance
+    lane = "cake_lane"
+
+    def is_f16(self, dtype: DType | None) -> int:
+        return 1 if dtype is DType.F16 else 0
+
+    def sync_instance(self) -> str:
+        """C++ that synchronizes the threads of the current role instance (and nothing else)."""
+        assert self.role is not None
+        if self.role.per * 32 == self.model.threads:
+            return "__syncthreads();"
+        ids = [self.instance_ids[(self.role.role.name, i)] for i in range(self.role.instances)]
+        if self.role.instances == 1:
+            return f'asm volatile("bar.sync {ids[0]}, {self.threads};" ::: "memory");'
+        return f'asm volatile("bar.sync %0, {self.threads};" :: "r"({ids[0]} + cake_self) : "memory");'
+
+    def gview(self, o: Operand) -> GlobalView:
+        p = o.decl
+        assert isinstance(p, n.Param)
+        rank = len(p.shape)
+        extents = tuple(self.c(e) for e in p.shape)
+        strides = tuple(f"cake_{c_name(p.name)}_s{d}" if d < rank - 1 else "1" for d in range(rank))
+        starts, tile_dims, sizes, whole = [], [], [], []
+        index = list(o.index) + [n.All()] * (rank - len(o.index))
+        for d, item in enumerate(index):
+            if isinstance(item, n.At):
+                starts.append(self.c(item.expr))
+                whole.append(False)
+            elif isinstance(item, n.Span):
+                starts.append(self.c(item.start))
+                tile_dims.append(d)
+                v = try_int(item.size, self.model.env)
+                sizes.append(v if v is not None else self.c(item.size))
+                whole.append(False)
+            else:
+                starts.append("0")
+                tile_dims.append(d)
+                v = try_int(p.shape[d], self.model.env)
+                sizes.append(v if v is not None else extents[d])
+                whole.append(True)
+        return GlobalView(c_name(p.name), self.model.param_dtype(p), extents, strides, tuple(starts),
+                          tuple(tile_dims), tuple(sizes), tuple(whole))  # fmt: skip
+
+    def sview(self, o: Operand) -> SharedView:
+        info = self.model.smem[o.name]  # type: ignore[index]
+        shape = info.shape
+        strides = [1] * len(shape)
+        acc = info.row_stride
+        for d in range(len(shape) - 2, -1, -1):
+            strides[d] = acc
+            acc *= shape[d]
+        base = c_name(info.decl.name)
+        if info.stages is not None:
+            stage = self.c(o.stage) if o.stage is not None else "0"
+            stage_elems = info.stage_bytes // info.dtype.bytes
+            base = f"({base} + ({stage}) * {stage_elems})"
+        starts, tile_dims, sizes = [], [], []
+        index = list(o.index) + [n.All()] * (len(shape) - len(o.index))
+        for d, item in enumerate(index):
+            if isinstance(item, n.At):
+                starts.append(self.c(item.expr))
+            elif isinstance(item, n.Span):
+                starts.append(self.c(item.start))
+                tile_dims.append(d)
+                v = try_int(item.size, self.model.env)
+                sizes.append(v if v is not None else self.c(item.size))
+            else:
+                starts.append("0")
+                tile_dims.append(d)
+                sizes.append(shape[d])
+        return SharedView(base, info.dtype, tuple(strides), tuple(starts), tuple(tile_dims), tuple(sizes),
+                          info.swizzle, info.row_stride * info.dtype.bytes)  # fmt: skip
+
+    def rview(self, o: Operand) -> RegView:
+        info = self.model.regs[o.name]  # type: ignore[index]
+        return RegView(c_name(o.name), info.dtype, info.layout)  # type: ignore[arg-type]
+
+    # -- structure -----------------------------------------------------------------------------------
+
+    def emit(self) -> str:
+        m = self.model
+        k = m.kernel
+        params = []
+        for p in k.params:
+            if p.tier == "scalar":
+                params.append(f"{storage(m.param_dtype(p))} {c_name(p.name)}")
+                continue
+            const = "" if p.name in self.writes else "const "
+            params.append(f"{const}{storage(m.param_dtype(p))}* __restrict__ {c_name(p.name)}")
+        params += [f"int {c_name(s)}" for s in m.runtime_sizes]
+        bounds = f"__launch_bounds__({m.threads}" + (f", {m.occupancy})" if m.occupancy else ")")
+        out = [f'extern "C" __global__ void {bounds} {self.fn_name}({", ".join(params)}) {{']
+        self.lines = []
+        self.depth = 1
+        for name, v in m.spec.values:
+            if isinstance(v, str):
+                self.line(f"typedef {storage(DType(v))} {c_name(name)};")
+            else:
+                self.line(f"[[maybe_unused]] constexpr int {c_name(name)} = {v};")
+        for cst in k.consts:
+            self.line(f"[[maybe_unused]] constexpr int {c_name(cst.name)} = {m.env[cst.name]};")
+        for p in k.params:
+            if p.tier != "global":
+                continue
+            for d in range(len(p.shape) - 1):
+                stride = " * ".join(f"(long long)({self.c(e)})" for e in p.shape[d + 1 :])
+                self.line(f"const long long cake_{c_name(p.name)}_s{d} = {stride};")
+        if m.smem or m.barriers:
+            self.line("extern __shared__ __align__(1024) unsigned char cake_smem[];")
+        for name, info in m.smem.items():
+            self.line(f"{storage(info.dtype)}* {c_name(name)} = ({storage(info.dtype)}*)(cake_smem + {info.offset});")
+        self.line("const int cake_tid = threadIdx.x;")
+        self.line("const int cake_warp = cake_tid >> 5;")
+        self.line("const int cake_lane = cake_tid & 31;")
+        for axis, v in zip("xyz", k.grid.vars, strict=False):
+            self.line(f"const int {c_name(v)} = blockIdx.{axis};")
+        self.line("(void)cake_lane; (void)cake_warp;")
+        for r in m.roles:
+            self.role = r
+            self.line(f"if (cake_warp >= {r.start} && cake_warp < {r.stop}) {{  // role {r.role.name}")
+            self.depth += 1
+            self.line(f"const int cake_self = (cake_warp - {r.start}) / {r.per};")
+            self.line(f"const int cake_iwarp = (cake_warp - {r.start}) % {r.per};")
+            self.line(f"const int cake_itid = cake_tid - ({r.start} + cake_self * {r.per}) * 32;")
+            self.line("(void)cake_self; (void)cake_iwarp; (void)cake_itid;")
+            self.block(r.role.body)
+            self.depth -= 1
+            self.line("}")
+        self.role = None
+        out += self.lines
+        out.append("}")
+        return "\n".join(out)
+
+    def block(self, body: Iterable[n.Stmt]) -> None:
+        for s in body:
+            if isinstance(s, n.Let):
+                self.line(f"const int {c_name(s.name)} = {self.c(s.value)};")
+            elif isinstance(s, n.RegDecl):
+                view = self.rview_decl(s)
+                ctype, count = fragment_words(view)
+                self.line(f"[[maybe_unused]] {ctype} {view.name}[{count}];")
+            elif isinstance(s, n.For):
+                trips = None
+                lo, hi = try_int(s.start, self.model.env), try_int(s.stop, self.model.env)
+                step = self.c(s.step) if s.step is not None else "1"
+                if lo is not None and hi is not None:
+                    trips = hi - lo
+                pragma = "#pragma unroll" if trips is not None and trips <= 16 else "#pragma unroll 1"
+                v = c_name(s.var)
+                self.line(pragma)
+                self.line(f"for (int {v} = {self.c(s.start)}; {v} < {self.c(s.stop)}; {v} += {step}) {{")
+                self.depth += 1
+                self.block(s.body)
+                self.depth -= 1
+                self.line("}")
+            elif isinstance(s, n.If):
+                self.line(f"if ({self.c(s.cond)}) {{")
+                self.depth += 1
+                self.block(s.then)
+                self.depth -= 1
+                if s.orelse:
+                    self.line("} else {")
+                    self.depth += 1
+                    self.block(s.orelse)
+                    self.depth -= 1
+                self.line("}")
+            elif isinstance(s, n.Op):
+                self.op(self.model.typed(s))
+
+    def rview_decl(self, s: n.RegDecl) -> RegView:
+        info = self.model.regs[s.name]
+        return RegView(c_name(s.name), info.dtype, info.layout)
+
+    def op(self, typed: TypedOpImpl) -> None:
+        from cake_core.ir.printer import op as op_text
+
+        self.line(f"// {typed.op.loc.file.rsplit('/', 1)[-1]}:{typed.op.loc.line}: {op_text(typed.op)}")
+        try:
+            typed.prim.lower(typed, self)
+        except NotLowerable as exc:
+            raise CakeUserError(
+                f"{typed.op.loc}: `{typed.op.name}` cannot be lowered for {self.target.name} "
+                f"({self.target.nvrtc_arch}): {exc}"
+            ) from None

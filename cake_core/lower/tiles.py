@@ -1,0 +1,85 @@
+"""C++ views of operands that primitive lowerings build their code from.
+
+A primitive never computes an address by hand: it asks for the view of its operand and indexes it
+with local (tile) coordinates. Global views carry the tensor's extents so masks are derived, never
+written; shared views carry the buffer's stage, row pitch and swizzle; register views carry the
+fragment layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from cake_core.ir.layouts import LayoutInfo
+from cake_core.ir.types import DType
+
+
+@attrs.frozen
+class GlobalView:
+    """A tile of a row-major global tensor."""
+
+    ptr: str  # the tensor's base pointer
+    dtype: DType
+    extents: tuple[str, ...]  # C++ extent of every dimension
+    strides: tuple[str, ...]  # C++ (long long) stride of every dimension, in elements
+    starts: tuple[str, ...]  # C++ index of the tile's origin in every dimension
+    tile_dims: tuple[int, ...]  # the dimensions the tile spans (Span or All), in order
+    sizes: tuple[int | str, ...]  # the tile's extent in each tile dimension
+    whole: tuple[bool, ...]  # per dimension: the tile covers it entirely (never out of bounds)
+
+    def offset(self, local: Sequence[str]) -> str:
+        """Element offset (long long) of the tile element at ``local`` (one index per tile dim)."""
+        idx = list(self.starts)
+        for d, li in zip(self.tile_dims, local, strict=True):
+            idx[d] = f"({idx[d]} + {li})" if idx[d] != "0" else li
+        terms = [f"(long long)({i}) * {s}" if s != "1" else f"(long long)({i})" for i, s in zip(idx, self.strides, strict=True)]
+        return " + ".join(terms)
+
+    def addr(self, local: Sequence[str]) -> str:
+        return f"({self.ptr} + {self.offset(local)})"
+
+    def in_bounds(self, local: Sequence[str]) -> str:
+        """C++ condition: the element at ``local`` exists in the tensor."""
+        conds = []
+        local_of = dict(zip(self.tile_dims, local, strict=True))
+        for d, (start, extent) in enumerate(zip(self.starts, self.extents, strict=True)):
+            if self.whole[d]:
+                continue
+            pos = f"{start} + {local_of[d]}" if d in local_of else start
+            conds.append(f"({pos}) < {extent}")
+        return " && ".join(conds) if conds else "true"
+
+
+@attrs.frozen
+class SharedView:
+    """A tile of a (stage of a) shared buffer."""
+
+    base: str  # pointer to the stage's first element
+    dtype: DType
+    strides: tuple[int, ...]  # elements, per buffer dimension (row pitch includes padding)
+    starts: tuple[str, ...]
+    tile_dims: tuple[int, ...]
+    sizes: tuple[int | str, ...]
+    swizzle: str | None
+    row_bytes: int  # bytes from one row to the next
+
+    def offset(self, local: Sequence[str]) -> str:
+        idx = list(self.starts)
+        for d, li in zip(self.tile_dims, local, strict=True):
+            idx[d] = f"({idx[d]} + {li})" if idx[d] != "0" else li
+        return " + ".join(f"({i}) * {s}" if s != 1 else f"({i})" for i, s in zip(idx, self.strides, strict=True))
+
+    def addr(self, local: Sequence[str]) -> str:
+        return f"({self.base} + {self.offset(local)})"
+
+
+@attrs.frozen
+class RegView:
+    name: str  # the C++ array
+    dtype: DType
+    layout: LayoutInfo
+
+    def flat(self, index: str) -> str:
+        return f"{self.name}[{index}]"
