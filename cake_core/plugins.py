@@ -27,7 +27,7 @@ TRACE_ENV = "CAKE_TRACE_HOOKS"
 ENTRY_POINT_GROUP = "cake"
 
 # Modules inside cake_core that register through the same hooks as any external plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("cake_core.primitives",)
+BUILTIN_PLUGINS: tuple[str, ...] = ("cake_core.primitives", "cake_core.problems.kmeans_assign")
 
 # hook name -> registry category, in the order categories are listed
 HOOK_CATEGORIES: dict[str, str] = {

@@ -92,17 +92,21 @@ def resolve(name: str, args: Sequence[int], shape: Sequence[int], dtype: DType, 
         ni = rows // wn // 8
         return LayoutInfo(name, args, shape, dtype, threads, ni * 2, (wm, wn), (rows // wn, 16))
     if name in ("wgmma_acc", "wgmma_rows"):
+        # one warpgroup; rows in blocks of 64 (one m64 wgmma each), warp w of the group owning rows
+        # 16w..16w+15 of every block, as mma.sync's m16n8 fragments repeated over N
         if args:
             raise LayoutError(f"`{name}` takes no arguments")
         if warps != 4:
             raise LayoutError(f"`{name}` belongs to one warpgroup (4 warps), the role instance has {warps}")
         if name == "wgmma_rows":
-            if shape != (64,):
-                raise LayoutError("`wgmma_rows` holds [64]: one value per accumulator row")
-            return LayoutInfo(name, args, shape, dtype, threads, 2, (4, 1), (16,))
-        if len(shape) != 2 or shape[0] != 64 or shape[1] % 8 or not (8 <= shape[1] <= 256):
-            raise LayoutError("`wgmma_acc` holds [64, N] with N a multiple of 8 up to 256")
-        return LayoutInfo(name, args, shape, dtype, threads, shape[1] // 2, (4, 1), (16, shape[1]))
+            if len(shape) != 1 or shape[0] % 64:
+                raise LayoutError("`wgmma_rows` holds [M], M a multiple of 64: one value per accumulator row")
+            blocks = shape[0] // 64
+            return LayoutInfo(name, args, shape, dtype, threads, 2 * blocks, (4, 1), (16,))
+        if len(shape) != 2 or shape[0] % 64 or shape[1] % 8 or not (8 <= shape[1] <= 256):
+            raise LayoutError("`wgmma_acc` holds [M, N]: M a multiple of 64, N a multiple of 8 up to 256")
+        blocks = shape[0] // 64
+        return LayoutInfo(name, args, shape, dtype, threads, blocks * shape[1] // 2, (4, 1), (16, shape[1]))
     raise LayoutError(
         f"unknown layout `{name}` (known: rows, mma_acc, mma_a, mma_b, mma_rows, wgmma_acc, wgmma_rows)"
     )

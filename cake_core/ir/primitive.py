@@ -74,6 +74,7 @@ class Slot:
     asynchronous: bool = False  # the access completes after the op issues (cp.async, TMA)
     barrier: BarrierAction | None = None
     mask_attr: str | None = None  # out-of-bounds elements are masked when this attribute is given
+    masked_always: bool = False  # the hardware masks out-of-bounds elements itself (TMA zero-fills)
     optional: bool = False
     doc: str = ""
 
@@ -129,7 +130,13 @@ class Operand:
 
 @attrs.frozen
 class Effect:
-    """One declared effect of one operation instance, for verifier rules and the interpreter."""
+    """One declared effect of one operation instance, for verifier rules and the interpreter.
+
+    For barrier operands, ``arrivals`` is how many arrivals the action counts toward the current
+    phase (an expression; ``None`` for none) and ``amount`` is the parity a WAIT waits for, or the
+    transaction bytes of EXPECT_TX / ARRIVE_EXPECT_TX / COMPLETE_TX. Both are evaluated where the
+    operation runs (they may use loop variables).
+    """
 
     operand: Operand
     access: Access
@@ -138,6 +145,8 @@ class Effect:
     asynchronous: bool
     barrier: BarrierAction | None
     masked: bool
+    arrivals: n.Expr | None = None
+    amount: n.Expr | None = None
 
 
 @attrs.frozen
@@ -227,6 +236,9 @@ class Primitive:
     group: ClassVar[str | None] = None
     group_commit: ClassVar[str | None] = None
     group_wait: ClassVar[str | None] = None
+    # SASS mnemonics an operation of this primitive must leave in the cubin (``HMMA`` for mma.sync):
+    # benchmarks check every claim of the schedule against the disassembly
+    sass_claims: ClassVar[tuple[str, ...]] = ()
     doc: ClassVar[str] = ""
 
     def features(self, op: TypedOp) -> frozenset[Feature]:
@@ -238,7 +250,7 @@ class Primitive:
         out = []
         for operand in op.outs + op.ins:
             slot = operand.slot
-            mask = slot.mask_attr is not None and _mask_given(op.attr(slot.mask_attr))
+            mask = slot.masked_always or (slot.mask_attr is not None and _mask_given(op.attr(slot.mask_attr)))
             out.append(
                 Effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
                        slot.barrier, mask)

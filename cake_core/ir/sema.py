@@ -26,6 +26,8 @@ from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
 from cake_core.ir.types import DTYPE_NAMES, DType
 
 SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
+# names a kernel may use whose values come from the target: SMS is its multiprocessor count
+TARGET_CONSTANTS = ("SMS",)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -241,6 +243,9 @@ class KernelChecker:
                 seen[name] = loc
 
         spec_vars = {name for name, _ in self.spec.values}
+        # target constants: known when a target is given (lowering always has one)
+        if self.target is not None:
+            self.env["SMS"] = self.target.sm_count
         for p in k.params:
             declare(p.name, p.loc, "parameter")
             if p.dtype not in DTYPE_NAMES:
@@ -270,7 +275,7 @@ class KernelChecker:
             if v is not None:
                 self.env[c.name] = v
         self.scalars = {p.name for p in k.params if p.tier == "scalar"}
-        runtime = set(self.sizes) | self.scalars
+        runtime = set(self.sizes) | self.scalars | set(TARGET_CONSTANTS)
         for v in k.grid.vars:
             declare(v, k.grid.loc, "grid variable")
         if len(k.grid.vars) != len(k.grid.extents) or not 1 <= len(k.grid.vars) <= 3:
@@ -335,10 +340,12 @@ class KernelChecker:
         self.tensors: dict[str, Any] = {p.name: p for p in k.params if p.tier == "global"}
         self.tensors.update({s.name: s for s in k.smem})
         self.tensors.update({b.name: b for b in k.barriers})
+        self.reg_names: dict[str, Loc] = {}
         for info in roles:
             self.role = info
             self.role_regs: dict[str, RegInfo] = {}
-            self.block(info.role.body, base_scope | {"self"}, seen)
+            # each role is its own scope: roles may reuse local names, never kernel-level ones
+            self.block(info.role.body, base_scope | {"self"}, dict(seen))
         return self.model
 
     def dtype_of(self, name: str, loc: Loc) -> DType | None:
@@ -366,7 +373,10 @@ class KernelChecker:
     # -- bodies --------------------------------------------------------------------------------------
 
     def block(self, body: tuple[n.Stmt, ...], scope: set[str], seen: dict[str, Loc]) -> None:
+        """Check a block. ``seen`` holds the declarations visible here; sibling blocks may reuse names,
+        a nested one may not shadow."""
         scope = set(scope)
+        seen = dict(seen)
         for s in body:
             if isinstance(s, n.Let):
                 self.names_ok(s.value, scope, "a `let`")
@@ -377,6 +387,14 @@ class KernelChecker:
                     self.env[s.name] = v
             elif isinstance(s, n.RegDecl):
                 self.decl_local(s.name, s.loc, seen, "register tile")
+                prior = self.reg_names.get(s.name)
+                if prior is not None and prior != s.loc:
+                    self.err(
+                        codes.DUPLICATE_NAME, s.loc, f"register tile `{s.name}` is declared twice in kernel "
+                        f"`{self.k.name}` (tiles are named kernel-wide)",
+                        secondary=(Label(prior, "first declared here"),),
+                    )  # fmt: skip
+                self.reg_names[s.name] = s.loc
                 self.reg(s)
             elif isinstance(s, n.For):
                 for e in (s.start, s.stop) + ((s.step,) if s.step is not None else ()):

@@ -12,11 +12,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
+import attrs
+
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import to_c, try_int
 from cake_core.ir.primitive import Kind, NotLowerable, Operand
-from cake_core.ir.sema import KernelModel, RoleInfo, TypedOpImpl
+from cake_core.ir.sema import TARGET_CONSTANTS, KernelModel, RoleInfo, TypedOpImpl
 from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.target import Target
@@ -63,11 +65,24 @@ def fragment_words(view: RegView) -> tuple[str, int]:
         return ctype, info.regs_per_thread
     if info.name == "mma_rows":
         return ctype, info.regs_per_thread
-    if info.name == "wgmma_acc":
-        return ctype, info.shape[1] // 2
-    if info.name == "wgmma_rows":
-        return ctype, 2
+    if info.name in ("wgmma_acc", "wgmma_rows"):
+        return ctype, info.regs_per_thread
     raise NotLowerable(f"no storage for layout `{info.name}`")
+
+
+@attrs.frozen
+class TensorMap:
+    """A TMA tensor map a kernel takes as a ``__grid_constant__`` parameter: derived, never written."""
+
+    name: str  # the kernel parameter
+    param: str  # the kernel's global tensor parameter it describes
+    dtype: DType
+    box: tuple[int, ...]  # elements, innermost first
+    swizzle: str  # "none", "32B", "64B", "128B"
+    panels: int  # copies along the innermost dimension per tile (swizzle panels)
+    row_boxes: int  # copies along the second dimension per tile (box rows are at most 256)
+    panel_bytes: int  # shared bytes between panels
+    box_row_bytes: int  # shared bytes of one box row
 
 
 class FileEmitter:
@@ -99,6 +114,7 @@ class KernelLowering:
         self.writes = {
             o.name for t in model.ops for o in t.outs + t.ins if o.kind is Kind.GLOBAL and o.slot.access.value != "read"
         }
+        self.tensor_maps: dict[tuple, TensorMap] = {}
         self.instance_ids: dict[tuple[str, int], int] = {}
         next_id = itertools.count(1)
         for r in model.roles:
@@ -209,6 +225,69 @@ class KernelLowering:
         info = self.model.regs[o.name]  # type: ignore[index]
         return RegView(c_name(o.name), info.dtype, info.layout)  # type: ignore[arg-type]
 
+    def barrier_addr(self, o: Operand) -> str:
+        """Shared address (u32) of a barrier operand (one stage of a ring)."""
+        info = self.model.barriers[o.name]  # type: ignore[index]
+        stage = f" + ({self.c(o.stage)}) * 8" if o.stage is not None else ""
+        return f"(cake_smem_base + {info.offset}u{stage})"
+
+    def panel_bytes(self, o: Operand) -> int:
+        """Bytes between the 128-byte swizzle panels of a K-major shared buffer."""
+        info = self.model.smem[o.name]  # type: ignore[index]
+        rows = 1
+        for d in info.shape[:-1]:
+            rows *= d
+        return rows * 128
+
+    def tensor_map_for(self, g: Operand, s: Operand) -> TensorMap:
+        """The tensor map that copies global tile ``g`` into shared tile ``s`` (created on first use)."""
+        p = g.decl
+        assert isinstance(p, n.Param)
+        info = self.model.smem[s.name]  # type: ignore[index]
+        dtype = self.model.param_dtype(p)
+        shape = [int(x) for x in s.shape]  # type: ignore[arg-type]
+        rank = len(p.shape)
+        swz = info.swizzle or "none"
+        inner = shape[-1]
+        if swz != "none":
+            width = {"32B": 32, "64B": 64, "128B": 128}[swz] // dtype.bytes
+            if inner % width:
+                raise NotLowerable(f"a {swz}-swizzled tile's rows ({inner} elements) must be whole panels of {width}")
+            panels, box0 = inner // width, width
+        else:
+            if inner > 256:
+                raise NotLowerable("a tensor map box is at most 256 elements per dimension")
+            panels, box0 = 1, inner
+        rows = shape[-2] if len(shape) > 1 else 1
+        box_rows = min(rows, 256)
+        if rows % box_rows:
+            raise NotLowerable("tile rows must split into boxes of at most 256")
+        box = [box0] + ([box_rows] if rank > 1 else []) + [1] * max(0, rank - 2)
+        if len(shape) > 2:
+            raise NotLowerable("tensor-map tiles have rank 1 or 2 here")
+        key = (p.name, tuple(box), swz)
+        if key not in self.tensor_maps:
+            name = f"cake_tmap_{c_name(p.name)}_{len(self.tensor_maps)}"
+            row_bytes = box0 * dtype.bytes
+            self.tensor_maps[key] = TensorMap(
+                name, p.name, dtype, tuple(box), swz, panels, rows // box_rows, rows * row_bytes, row_bytes
+            )
+        return self.tensor_maps[key]
+
+    def fence_registers(self, op: TypedOpImpl) -> str:
+        """Empty asm that ties the role's wgmma accumulators to this point, so no read of them moves
+        above an asynchronous wait."""
+        names = [
+            (name, info) for name, info in self.model.regs.items()
+            if info.role == op.role.role.name and info.layout.name == "wgmma_acc"
+        ]  # fmt: skip
+        out = []
+        for name, info in names:
+            i = self.fresh("f")
+            out.append(f'for (int {i} = 0; {i} < {info.layout.regs_per_thread}; ++{i}) '
+                       f'asm volatile("" : "+f"({c_name(name)}[{i}]) :: "memory");')  # fmt: skip
+        return "\n".join(["#pragma unroll\n" + o for o in out]) if out else ""
+
     # -- structure -----------------------------------------------------------------------------------
 
     def emit(self) -> str:
@@ -222,6 +301,13 @@ class KernelLowering:
             const = "" if p.name in self.writes else "const "
             params.append(f"{const}{storage(m.param_dtype(p))}* __restrict__ {c_name(p.name)}")
         params += [f"int {c_name(s)}" for s in m.runtime_sizes]
+        for typed in m.ops:
+            prepare = getattr(typed.prim, "prepare", None)
+            if prepare is not None:
+                prepare(typed, self)
+        if self.tensor_maps:
+            self.helper("tmap", "struct alignas(64) cake_tmap { unsigned long long v[16]; };")
+        params += [f"const __grid_constant__ cake_tmap {t.name}" for t in self.tensor_maps.values()]
         bounds = f"__launch_bounds__({m.threads}" + (f", {m.occupancy})" if m.occupancy else ")")
         out = [f'extern "C" __global__ void {bounds} {self.fn_name}({", ".join(params)}) {{']
         self.lines = []
@@ -231,6 +317,9 @@ class KernelLowering:
                 self.line(f"typedef {storage(DType(v))} {c_name(name)};")
             else:
                 self.line(f"[[maybe_unused]] constexpr int {c_name(name)} = {v};")
+        for name in TARGET_CONSTANTS:
+            if name in m.env:
+                self.line(f"[[maybe_unused]] constexpr int {name} = {m.env[name]};  // from target {self.target.name}")
         for cst in k.consts:
             self.line(f"[[maybe_unused]] constexpr int {c_name(cst.name)} = {m.env[cst.name]};")
         for p in k.params:
@@ -238,12 +327,23 @@ class KernelLowering:
                 continue
             for d in range(len(p.shape) - 1):
                 stride = " * ".join(f"(long long)({self.c(e)})" for e in p.shape[d + 1 :])
-                self.line(f"const long long cake_{c_name(p.name)}_s{d} = {stride};")
+                self.line(f"[[maybe_unused]] const long long cake_{c_name(p.name)}_s{d} = {stride};")
         if m.smem or m.barriers:
             self.line("extern __shared__ __align__(1024) unsigned char cake_smem[];")
         for name, info in m.smem.items():
             self.line(f"{storage(info.dtype)}* {c_name(name)} = ({storage(info.dtype)}*)(cake_smem + {info.offset});")
         self.line("const int cake_tid = threadIdx.x;")
+        if m.barriers:
+            # barrier addresses and initial counts are derived from the declarations
+            self.line("const unsigned cake_smem_base = cake_smem_addr(cake_smem);")
+            self.line("if (cake_tid == 0) {")
+            for name, b in m.barriers.items():
+                for st in range(b.stages or 1):
+                    self.line(f'  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(cake_smem_base + '
+                              f'{b.offset + 8 * st}u), "r"({b.count}) : "memory");  // {name}[{st}]')  # fmt: skip
+            self.line('  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
+            self.line("}")
+            self.line("__syncthreads();")
         self.line("const int cake_warp = cake_tid >> 5;")
         self.line("const int cake_lane = cake_tid & 31;")
         for axis, v in zip("xyz", k.grid.vars, strict=False):
@@ -257,6 +357,11 @@ class KernelLowering:
             self.line(f"const int cake_iwarp = (cake_warp - {r.start}) % {r.per};")
             self.line(f"const int cake_itid = cake_tid - ({r.start} + cake_self * {r.per}) * 32;")
             self.line("(void)cake_self; (void)cake_iwarp; (void)cake_itid;")
+            if r.regs is not None and self.target.has("setmaxnreg"):
+                entry = min(255, 65536 // m.threads) // 8 * 8
+                verb = "inc" if r.regs > entry else "dec"
+                if r.regs != entry:
+                    self.line(f'asm volatile("setmaxnreg.{verb}.sync.aligned.u32 {r.regs};");')
             self.block(r.role.body)
             self.depth -= 1
             self.line("}")

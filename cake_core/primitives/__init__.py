@@ -6,9 +6,11 @@ from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.primitive import Primitive
-from cake_core.primitives import compute, memory, sync
+from cake_core.primitives import compute, hopper, memory, sync
 
-CORE_PRIMITIVES: tuple[type[Primitive], ...] = memory.PRIMITIVES + compute.PRIMITIVES + sync.PRIMITIVES
+CORE_PRIMITIVES: tuple[type[Primitive], ...] = (
+    memory.PRIMITIVES + compute.PRIMITIVES + sync.PRIMITIVES + hopper.PRIMITIVES
+)
 
 
 @hookimpl

@@ -48,6 +48,7 @@ class Fill(Primitive):
 
 class MmaSync(Primitive):
     name = "mma.sync"
+    sass_claims = ("HMMA",)
     summary = "acc += a @ b^T on tensor cores, m16n8k16 per warp instruction, fp32 accumulation"
     requires = frozenset({Feature.MMA_SYNC})
     signature = Signature(
@@ -192,6 +193,7 @@ class ArgminUpdate(Primitive):
             AttrSpec("base", "int", required=True, doc="index of the tile's first column"),
             AttrSpec("scale", "float", default=1.0),
             AttrSpec("oob", "word", choices=("skip", "none"), doc="columns whose bias is out of bounds are skipped"),
+            AttrSpec("limit", "int", doc="columns with `base + j >= limit` are skipped"),
         ],
     )
 
@@ -224,6 +226,8 @@ class ArgminUpdate(Primitive):
         rows, cols = tile.shape
         bias = x.read("bias").astype(np.float32).reshape(-1)
         valid = x.in_bounds("bias").reshape(-1)
+        if x.attr("limit") is not None:
+            valid = valid & (int(x.attr("base")) + np.arange(cols) < int(x.attr("limit")))
         scale = np.float32(x.attr("scale", 1.0))
         score = bias[None, :] + scale * tile
         score = np.where(valid[None, :], score, np.inf).astype(np.float32)
@@ -244,11 +248,13 @@ class ArgminUpdate(Primitive):
         is_masked = masked(op) and bias_op.kind is Kind.GLOBAL
         base = ctx.c(op.attr("base"))
         scale = ctx.c(op.attr("scale")) if op.attr("scale") is not None else "1.0f"
+        limit = ctx.c(op.attr("limit")) if op.attr("limit") is not None else None
         inf = "__int_as_float(0x7f800000)"
 
         def bias_at(col: str) -> str:
             value = to_f32(f"*{view.addr([col])}", bias_op.dtype)
-            return f"(({view.in_bounds([col])}) ? {value} : {inf})" if is_masked else value
+            conds = ([view.in_bounds([col])] if is_masked else []) + ([f"{base} + {col} < {limit}"] if limit else [])
+            return f"(({' && '.join(conds)}) ? {value} : {inf})" if conds else value
 
         def update(slot: str, score: str, col: str) -> None:
             ctx.line(f"{{ const float cake_s = {score};")
@@ -262,15 +268,19 @@ class ArgminUpdate(Primitive):
                 bz = ctx.fresh("bz")
                 ctx.line(f"const float {bz} = {bias_at(str(c))};")
                 for j in range(per_thread):
-                    update(str(j), f"{bz} + {scale} * {tile.name}[{j * cols + c}]", str(c))
+                    update(str(j), f"fmaf({scale}, {tile.name}[{j * cols + c}], {bz})", str(c))
             return
-        if layout.name != "mma_acc":
+        if layout.name == "wgmma_acc":
+            mi_n, ni_n = layout.shape[0] // 64, layout.shape[1] // 8  # m64 blocks; n8 column groups
+            col0 = f"(({ctx.lane} & 3) << 1)"
+        elif layout.name == "mma_acc":
+            wm_n, wn_n = layout.warp_grid
+            tm, tn = layout.warp_tile
+            mi_n, ni_n = tm // 16, tn // 8
+            col0 = f"({ctx.iwarp} % {wn_n}) * {tn} + (({ctx.lane} & 3) << 1)"
+        else:
             raise NotLowerable(f"argmin over a `{layout.name}` tile is not lowered yet")
-        wm_n, wn_n = layout.warp_grid
-        tm, tn = layout.warp_tile
-        mi_n, ni_n = tm // 16, tn // 8
         bz = ctx.fresh("bz")
-        col0 = f"({ctx.iwarp} % {wn_n}) * {tn} + (({ctx.lane} & 3) << 1)"
         ctx.line(f"float {bz}[{ni_n * 2}];")
         for ni in range(ni_n):
             for e in range(2):
@@ -281,7 +291,7 @@ class ArgminUpdate(Primitive):
                     for e in range(2):
                         update(
                             str(mi * 2 + h),
-                            f"{bz}[{ni * 2 + e}] + {scale} * {tile.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]",
+                            f"fmaf({scale}, {tile.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}], {bz}[{ni * 2 + e}])",
                             f"({col0} + {ni * 8 + e})",
                         )
 
@@ -298,24 +308,36 @@ class ArgminReduce(Primitive):
         ins=[
             Slot("part_best", {Kind.REGISTERS}),
             Slot("part_index", {Kind.REGISTERS}),
-            Slot("scratch", {Kind.SHARED}, Access.READWRITE),
+            Slot("scratch", {Kind.SHARED}, Access.READWRITE, optional=True,
+                 doc="shared memory for combining across warps; not needed within a warp (wgmma_rows)"),
         ],
     )
 
     def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
-        best, index, pb, pi, scratch = op.outs + op.ins
+        best, index, pb, pi = op.outs + op.ins[:2]
+        scratch = op.ins[2] if len(op.ins) > 2 else None
+        src = pb.layout.name if pb.layout else "rows"
+        want = "wgmma_rows" if src == "wgmma_rows" else "rows"
         for o in (best, index):
-            if o.layout is not None and o.layout.name != "rows":
-                yield codes.TYPES.at(o.expr.loc, f"`argmin.reduce` writes `rows` tiles, `{o.name}` is `{o.layout.name}`")
-        sp = static_shape(pb)
-        ss = static_shape(scratch)
-        if sp and ss and numel(ss) < 2 * numel(sp):
-            yield codes.TYPES.at(
-                scratch.expr.loc, f"the scratch buffer holds {numel(ss)} elements; the reduction needs "
-                f"{2 * numel(sp)} (a value and an index per row)",
-            )  # fmt: skip
-        if scratch.dtype is not None and scratch.dtype.bytes != 4:
-            yield codes.TYPES.at(scratch.expr.loc, "the scratch buffer holds 32-bit elements")
+            got = o.layout.name if o.layout else "rows"
+            if got != want:
+                yield codes.TYPES.at(o.expr.loc, f"`argmin.reduce` of `{src}` partials writes `{want}` tiles, "
+                                     f"`{o.name}` is `{got}`")  # fmt: skip
+        if src == "mma_rows":
+            if scratch is None:
+                yield codes.TYPES.at(op.op.loc, "combining `mma_rows` partials across warps needs a shared scratch buffer")
+                return
+            sp = static_shape(pb)
+            ss = static_shape(scratch)
+            wn = ctx.const(pb.layout.args[1]) if pb.layout and len(pb.layout.args) == 2 else 1  # type: ignore[union-attr]
+            need = 2 * numel(sp) * (wn or 1) if sp else 0
+            if sp and ss and numel(ss) < need:
+                yield codes.TYPES.at(
+                    scratch.expr.loc, f"the scratch buffer holds {numel(ss)} elements; the reduction needs "
+                    f"{need} (a value and an index per row and warp column)",
+                )  # fmt: skip
+            if scratch.dtype is not None and scratch.dtype.bytes != 4:
+                yield codes.TYPES.at(scratch.expr.loc, "the scratch buffer holds 32-bit elements")
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("best", x.read("part_best").reshape(static_shape(op.outs[0])))
@@ -323,10 +345,19 @@ class ArgminReduce(Primitive):
 
     def lower(self, op: TypedOp, ctx) -> None:
         best, index, pb, pi = (ctx.rview(o) for o in op.outs + op.ins[:2])
-        scratch = ctx.sview(op.ins[2])
-        per_thread, _, rows = rows_layout(best)
         layout = pb.layout
         ctx.helper("argmin_better", _BETTER)
+        if layout.name == "wgmma_rows":
+            # the four threads of a quad hold the same rows: combine them with shuffles, in place
+            for slot in range(layout.regs_per_thread):
+                ctx.line(f"{{ float cake_v = {pb.name}[{slot}]; int cake_x = {pi.name}[{slot}];")
+                for off in (1, 2):
+                    ctx.line(f"  {{ const float ov = __shfl_xor_sync(0xffffffffu, cake_v, {off}); "
+                             f"const int ox = __shfl_xor_sync(0xffffffffu, cake_x, {off}); "
+                             f"if (cake_argmin_better(ov, ox, cake_v, cake_x)) {{ cake_v = ov; cake_x = ox; }} }}")  # fmt: skip
+                ctx.line(f"  {best.name}[{slot}] = cake_v; {index.name}[{slot}] = cake_x; }}")
+            return
+        per_thread, _, rows = rows_layout(best)
         if layout.name == "rows":
             ctx.line("#pragma unroll")
             ctx.line(f"for (int cake_j = 0; cake_j < {per_thread}; ++cake_j) "
@@ -334,6 +365,7 @@ class ArgminReduce(Primitive):
             return
         if layout.name != "mma_rows":
             raise NotLowerable(f"argmin.reduce from `{layout.name}` is not lowered yet")
+        scratch = ctx.sview(op.ins[2])
         wm_n, wn_n = layout.warp_grid
         tm = layout.warp_tile[0]
         sbase = f"((float*){scratch.base})"

@@ -47,9 +47,19 @@ class Store(Primitive):
             raise NotLowerable("stores to shared memory are not lowered yet")
         view = ctx.gview(dst)
         reg = ctx.rview(src)
-        per_thread, cols, rows = rows_layout(reg)
         sizes = static_sizes(view)
         is_masked = masked(op)
+        if reg.layout.name == "wgmma_rows":
+            # rows g and g+8 of each warp's 16 of every 64-row block, held alike by the quad: one writes
+            for slot in range(reg.layout.regs_per_thread):
+                blk, h = divmod(slot, 2)
+                row = f"{blk * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}"
+                local = unravel(row, sizes)
+                cond = [f"({ctx.lane} & 3) == 0"] + ([view.in_bounds(local)] if is_masked else [])
+                value = f"{reg.name}[{slot}]" if src.dtype == dst.dtype else from_f32(f"{reg.name}[{slot}]", dst.dtype)
+                ctx.line(f"if ({' && '.join(cond)}) *{view.addr(local)} = {value};")
+            return
+        per_thread, cols, rows = rows_layout(reg)
         j, cc = ctx.fresh("j"), ctx.fresh("c")
         ctx.line("#pragma unroll")
         ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
@@ -78,6 +88,7 @@ class Store(Primitive):
 
 class CpAsync(Primitive):
     name = "cp.async"
+    sass_claims = ("LDGSTS",)
     summary = "asynchronous copy of a global tile into a shared buffer, 16 bytes per thread per step"
     requires = frozenset({Feature.CP_ASYNC})
     group = "cp.async"
@@ -177,6 +188,7 @@ class CpAsyncWait(Primitive):
 
 class LdMatrix(Primitive):
     name = "ldmatrix"
+    sass_claims = ("LDSM",)
     summary = "warp-cooperative load of mma.sync operand fragments from shared memory"
     requires = frozenset({Feature.LDMATRIX})
     signature = Signature(

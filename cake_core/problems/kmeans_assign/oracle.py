@@ -47,6 +47,7 @@ class Assessment:
     ref_idx: np.ndarray  # int32: the float64 argmin, ties to the smallest index
     rel_gap: np.ndarray  # float64: (d(x, c[out]) - d(x, c[ref])) / (||x||^2 + ||c[ref]||^2); inf unless judged
     code: np.ndarray  # int32: CODE_* per point
+    device_seconds: float | None = None  # the GPU worker's run phase, for the CUDA reference
 
 
 def tolerance_text(rtol: float) -> str:
