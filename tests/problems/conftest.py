@@ -1,23 +1,10 @@
-"""Fixtures for problem tests: a GPU runner and its architecture, skipped cleanly without a driver."""
+"""Fixtures for problem tests: the GPU runner's architecture (the runner itself is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from cake_core.runtime.device import driver_status
 from cake_core.runtime.worker import GpuRunner
-
-
-@pytest.fixture(scope="session")
-def gpu_runner() -> Iterator[GpuRunner]:
-    """A live GPU worker shared by the session's tests (CUDA is never initialised in this process)."""
-    ok, reason = driver_status()
-    if not ok:
-        pytest.skip(f"no NVIDIA driver here: {reason}")
-    with GpuRunner() as runner:
-        yield runner
 
 
 @pytest.fixture(scope="session")

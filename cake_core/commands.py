@@ -1,0 +1,236 @@
+"""``cake problems``, ``cake lower``, ``cake compile``, ``cake bench``: the build and GPU commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import attrs
+
+from cake_core.diagnostics.diagnostic import DiagnosticError
+from cake_core.diagnostics.render import render_all, to_json
+from cake_core.errors import CakeUserError
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+def _load_checked(path: str, target_name: str, as_json: bool):
+    """Parse and type-check; on errors, print them and return None (the caller exits 1)."""
+    from cake_core.lower import build as b
+
+    tgt = b.target(target_name)
+    try:
+        src = b.load(path)
+        return src, tgt, b.check(src, tgt)
+    except DiagnosticError as exc:
+        text = Path(path).read_text() if Path(path).exists() else ""
+        if as_json:
+            sys.stdout.write(to_json(exc.diagnostics) + "\n")
+        else:
+            sys.stderr.write(render_all(exc.diagnostics, {path: text}) + "\n")
+        return None
+
+
+def parse_shape(text: str | None) -> dict[str, int | str]:
+    """``B=32,N=65536,T=bf16`` -> {"B": 32, "N": 65536, "T": "bf16"}."""
+    out: dict[str, int | str] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise CakeUserError(f"bad --shape item `{item}`: write NAME=VALUE pairs, e.g. B=32,N=65536")
+        k, v = (s.strip() for s in item.split("=", 1))
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def _specs(checked, shape_text: str | None):
+    from cake_core.lower import build as b
+
+    values = parse_shape(shape_text)
+    if values:
+        return [b.spec_for(checked, values)]
+    return b.all_specs(checked)
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    from cake_core import plugins
+
+    reg = plugins.registry()
+    records = []
+    for p in reg.values("problems"):
+        records.append({
+            "name": p.name, "summary": p.summary, "dtypes": list(p.dtypes),
+            "tensors": [t.describe() for t in p.tensors],
+            "default_cell": {"shape": p.default_cell.shape, "dtype": p.default_cell.dtype},
+            "cells": [{"shape": c.shape, "dtype": c.dtype} for c in p.cells],
+            "plugin": reg.registration("problems", p.name).plugin.distribution,
+        })  # fmt: skip
+    if args.json:
+        _print_json(records)
+        return 0
+    for r in records:
+        print(f"{r['name']}: {r['summary']}")
+        for t in r["tensors"]:
+            print(f"  {t}")
+        print(f"  default cell: {r['default_cell']['shape']} {r['default_cell']['dtype']}")
+    return 0
+
+
+def cmd_lower(args: argparse.Namespace) -> int:
+    from cake_core.lower.program import lower_program
+
+    loaded = _load_checked(args.file, args.target, False)
+    if loaded is None:
+        return 1
+    _, tgt, checked = loaded
+    sources = [lower_program(checked, tgt, spec).source for spec in _specs(checked, args.shape)]
+    text = "\n".join(sources)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from cake_core.lower import build as b
+    from cake_core.runtime.nvrtc import CompileError
+
+    loaded = _load_checked(args.file, args.target, args.json)
+    if loaded is None:
+        return 1
+    _, tgt, checked = loaded
+    results = []
+    failed = False
+    for spec in _specs(checked, args.shape):
+        try:
+            built = b.build(checked, tgt, spec, cache=not args.no_cache)
+        except CompileError as exc:
+            failed = True
+            results.append({"specialization": spec.label, "ok": False, "error": str(exc), "log": exc.log})
+            continue
+        c = built.compiled
+        results.append({
+            "specialization": spec.label, "ok": True, "target": tgt.name, "arch": tgt.nvrtc_arch,
+            "nvrtc": ".".join(map(str, c.nvrtc_version)), "cubin_bytes": len(c.cubin), "cache": c.cache_status,
+            "compile_s": round(c.compile_s, 3),
+            "kernels": {k: attrs.asdict(r) for k, r in c.kernels.items()},
+            "warnings": [attrs.asdict(w) for w in c.warnings],
+            "smem_bytes": {lk.function: lk.model.smem_bytes for lk in built.lowered.kernels},
+        })  # fmt: skip
+    if args.json:
+        _print_json(results)
+    else:
+        for r in results:
+            if not r["ok"]:
+                print(f"{r['specialization']}: compile failed: {r['error']}")
+                continue
+            print(f"{r['specialization']}: {r['arch']} cubin {r['cubin_bytes']} bytes (NVRTC {r['nvrtc']}, "
+                  f"cache {r['cache']})")  # fmt: skip
+            for name, k in r["kernels"].items():
+                print(f"  {name}: {k['registers']} registers, {k['spill_stores']} B spill stores, "
+                      f"{k['spill_loads']} B spill loads, {k['stack_frame']} B stack, "
+                      f"{r['smem_bytes'].get(name, 0)} B dynamic shared")  # fmt: skip
+            for w in r["warnings"]:
+                print(f"  warning: {w.get('message', w)}")
+    return 1 if failed else 0
+
+
+def _target_for_gpu(info, requested: str | None):
+    """The target of the GPU found: by name, or the requested one if its architecture matches."""
+    from cake_core import plugins
+    from cake_core.runtime.device import arch_runs_on
+
+    targets = plugins.registry().values("targets")
+    cc = (info.major, info.minor)
+    if requested:
+        tgt = plugins.registry().get("targets", requested)
+        if not arch_runs_on(tgt.nvrtc_arch, cc):
+            raise CakeUserError(
+                f"target `{tgt.name}` ({tgt.nvrtc_arch}) does not run on this GPU ({info.name}, compute "
+                f"capability {cc[0]}.{cc[1]}); no silent fallback to another architecture"
+            )
+        return tgt
+    name = info.name.lower()
+    for t in targets:
+        if t.name in name.replace(" ", "").replace("-", "") and t.compute_capability == cc:
+            return t
+    raise CakeUserError(f"no target matches this GPU ({info.name}); pass --target")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from cake_core import plugins
+    from cake_core.lower import build as b
+    from cake_core.loop.benchmark import bench_candidate
+    from cake_core.runtime.device import require_driver
+    from cake_core.runtime.plan import Timing
+    from cake_core.runtime.worker import GpuRunner
+
+    problem = plugins.registry().get("problems", args.problem)
+    values = parse_shape(args.shape)
+    dtype = str(values.pop("dtype", args.dtype or problem.default_cell.dtype))
+    shape = dict(problem.default_cell.shape)
+    shape.update({k: int(v) for k, v in values.items()})
+    src = b.load(args.file)
+    require_driver()
+    with GpuRunner() as runner:
+        tgt = _target_for_gpu(runner.device_info(), args.target)
+        try:
+            checked = b.check(src, tgt)
+        except DiagnosticError as exc:
+            sys.stderr.write(render_all(exc.diagnostics, src.sources) + "\n")
+            return 1
+        m = bench_candidate(checked, problem, tgt, shape, dtype, runner, impl=f"cake:{Path(args.file).stem}",
+                            timing=Timing(warmup=args.warmup, reps=args.reps))  # fmt: skip
+    if args.json:
+        _print_json(m.to_json())
+    else:
+        print(f"{m.impl} on {m.gpu} (target {m.target}), {m.shape} {m.dtype}: {m.status}")
+        if m.median_ms:
+            print(f"  median {m.median_ms:.4f} ms over {len(m.samples)} runs, {m.tflops:.1f} TFLOP/s")
+        for line in m.oracle:
+            print(f"  oracle {line}")
+        if m.sass:
+            print(f"  SASS claims {', '.join(m.sass['claims'])}: missing {', '.join(m.sass['missing']) or 'none'}")
+        if m.error:
+            print(f"  error: {m.error}")
+    return 0 if m.correct else 1
+
+
+def add_commands(sub) -> None:
+    s = sub.add_parser("problems", help="list problems")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_problems)
+
+    s = sub.add_parser("lower", help="lower a .cake file to standalone CUDA C++")
+    s.add_argument("file")
+    s.add_argument("--target", required=True)
+    s.add_argument("--shape", help="select one specialization, e.g. D=128,T=bf16 (default: all)")
+    s.add_argument("-o", "--output")
+    s.set_defaults(handler=cmd_lower)
+
+    s = sub.add_parser("compile", help="compile with NVRTC for the target (no GPU needed)")
+    s.add_argument("file")
+    s.add_argument("--target", required=True)
+    s.add_argument("--shape", help="select one specialization, e.g. D=128,T=bf16 (default: all)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--no-cache", action="store_true")
+    s.set_defaults(handler=cmd_compile)
+
+    s = sub.add_parser("bench", help="check and time a .cake program on this machine's GPU")
+    s.add_argument("file")
+    s.add_argument("--problem", required=True)
+    s.add_argument("--shape", help="sizes, e.g. B=32,N=65536,K=1024,D=128 (default: the problem's default cell)")
+    s.add_argument("--dtype")
+    s.add_argument("--target", help="default: the target matching the GPU found")
+    s.add_argument("--reps", type=int, default=50)
+    s.add_argument("--warmup", type=int, default=5)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_bench)
