@@ -135,6 +135,7 @@ class KernelModel:
     ops: list[TypedOpImpl]
     by_op: dict[int, TypedOpImpl]
     diagnostics: list[Diagnostic]
+    smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
 
     @property
     def threads(self) -> int:
@@ -309,12 +310,16 @@ class KernelChecker:
             offset += total
         barriers: dict[str, BarrierInfo] = {}
         offset = -(-offset // 8) * 8
+        # the dynamic shared window is only known to be 16-byte aligned: the kernel aligns its base at
+        # run time to the strictest buffer alignment, and asks for that much more
+        base_align = max([16] + [i.align for i in smem.values()])
         for b in k.barriers:
             declare(b.name, b.loc, "barrier")
             stages = self.const(b.stages, f"the stage count of `{b.name}`") if b.stages is not None else None
             count = self.const(b.count, f"the arrival count of `{b.name}`") or 1
             barriers[b.name] = BarrierInfo(b, stages, count, offset)
             offset += 8 * (stages or 1)
+        slack = base_align - 16 if offset else 0
 
         roles = []
         for r in k.roles:
@@ -334,7 +339,7 @@ class KernelChecker:
 
         self.model = KernelModel(
             k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
-            smem, barriers, offset, {}, [], {}, self.diags,
+            smem, barriers, offset + slack, {}, [], {}, self.diags, base_align,
         )  # fmt: skip
         base_scope = set(self.env) | runtime | set(k.grid.vars)
         self.tensors: dict[str, Any] = {p.name: p for p in k.params if p.tier == "global"}

@@ -329,7 +329,12 @@ class KernelLowering:
                 stride = " * ".join(f"(long long)({self.c(e)})" for e in p.shape[d + 1 :])
                 self.line(f"[[maybe_unused]] const long long cake_{c_name(p.name)}_s{d} = {stride};")
         if m.smem or m.barriers:
-            self.line("extern __shared__ __align__(1024) unsigned char cake_smem[];")
+            self.line("extern __shared__ __align__(16) unsigned char cake_smem_raw[];")
+            if m.smem_align > 16:
+                self.line(f"unsigned char* cake_smem = (unsigned char*)(((unsigned long long)cake_smem_raw + "
+                          f"{m.smem_align - 1}ull) & ~{m.smem_align - 1}ull);")  # fmt: skip
+            else:
+                self.line("unsigned char* cake_smem = cake_smem_raw;")
         for name, info in m.smem.items():
             self.line(f"{storage(info.dtype)}* {c_name(name)} = ({storage(info.dtype)}*)(cake_smem + {info.offset});")
         self.line("const int cake_tid = threadIdx.x;")
