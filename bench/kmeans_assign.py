@@ -148,7 +148,9 @@ def main() -> int:
             out = torch.empty((B, N), dtype=torch.int32, device="cuda")
             impls = {}
             for name in [s for s in args.schedules.split(",") if s]:
-                launcher = CakeLauncher(SCHEDULES / f"{name}.cake", target, shape, dtype,
+                path = Path(name) if "/" in name else SCHEDULES / f"{name}.cake"
+                name = path.stem
+                launcher = CakeLauncher(path, target, shape, dtype,
                                         {"x": dev["x"], "c": dev["c"], "out": out})  # fmt: skip
                 impls[f"cake:{name}"] = launcher
             x_sq = torch.empty((B, N), dtype=torch.float32, device="cuda")

@@ -274,12 +274,12 @@ class KernelLowering:
             )
         return self.tensor_maps[key]
 
-    def fence_registers(self, op: TypedOpImpl) -> str:
-        """Empty asm that ties the role's wgmma accumulators to this point, so no read of them moves
-        above an asynchronous wait."""
+    def fence_registers(self, op: TypedOpImpl, only: list[str] | None = None) -> str:
+        """Empty asm that ties wgmma accumulators (``only``, or all of the role's) to this point, so no
+        read of them moves above an asynchronous wait."""
         names = [
             (name, info) for name, info in self.model.regs.items()
-            if info.role == op.role.role.name and info.layout.name == "wgmma_acc"
+            if info.role == op.role.role.name and info.layout.name == "wgmma_acc" and (only is None or name in only)
         ]  # fmt: skip
         out = []
         for name, info in names:
@@ -331,8 +331,10 @@ class KernelLowering:
         if m.smem or m.barriers:
             self.line("extern __shared__ __align__(16) unsigned char cake_smem_raw[];")
             if m.smem_align > 16:
-                self.line(f"unsigned char* cake_smem = (unsigned char*)(((unsigned long long)cake_smem_raw + "
-                          f"{m.smem_align - 1}ull) & ~{m.smem_align - 1}ull);")  # fmt: skip
+                # offset the __shared__ array itself, so the compiler keeps every buffer in shared space
+                a = m.smem_align - 1
+                self.line(f"unsigned char* cake_smem = cake_smem_raw + (({m.smem_align}u - "
+                          f"(cake_smem_addr(cake_smem_raw) & {a}u)) & {a}u);")  # fmt: skip
             else:
                 self.line("unsigned char* cake_smem = cake_smem_raw;")
         for name, info in m.smem.items():

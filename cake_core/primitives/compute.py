@@ -285,15 +285,19 @@ class ArgminUpdate(Primitive):
         for ni in range(ni_n):
             for e in range(2):
                 ctx.line(f"{bz}[{ni * 2 + e}] = {bias_at(f'{col0} + {ni * 8 + e}')};")
+        # per row: the tile's own minimum with its column as a compile-time constant (a select of an
+        # immediate), folded into the running best once per tile
         for mi in range(mi_n):
             for h in range(2):
+                slot = mi * 2 + h
+                ctx.line(f"{{ float cake_tv = __int_as_float(0x7f800000); int cake_tj = 0;")
                 for ni in range(ni_n):
                     for e in range(2):
-                        update(
-                            str(mi * 2 + h),
-                            f"fmaf({scale}, {tile.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}], {bz}[{ni * 2 + e}])",
-                            f"({col0} + {ni * 8 + e})",
-                        )
+                        acc = f"{tile.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]"
+                        ctx.line(f"  {{ const float cake_s = fmaf({scale}, {acc}, {bz}[{ni * 2 + e}]); "
+                                 f"if (cake_s < cake_tv) {{ cake_tv = cake_s; cake_tj = {ni * 8 + e}; }} }}")  # fmt: skip
+                ctx.line(f"  if (cake_tv < {best.name}[{slot}]) {{ {best.name}[{slot}] = cake_tv; "
+                         f"{index.name}[{slot}] = {base} + {col0} + cake_tj; }} }}")  # fmt: skip
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         s = static_shape(op.ins[0]) or (0, 0)

@@ -302,9 +302,18 @@ class WgmmaCommit(Primitive):
 class WgmmaWait(Primitive):
     name = "wgmma.wait"
     summary = "wait until at most `pending` committed wgmma groups are in flight"
+    doc = (
+        "The accumulators named as operands are the ones this wait makes final; the compiler is kept "
+        "from touching them earlier. Without operands, every accumulator of the role is (write "
+        "`pending=0` then). Accumulators of groups still in flight must not be named."
+    )
     requires = frozenset({Feature.WGMMA})
     group_wait = "wgmma"
-    signature = Signature(attrs=[AttrSpec("pending", "const", required=True)])
+    signature = Signature(
+        ins=[Slot("done", {Kind.REGISTERS}, Access.NONE, optional=True),
+             Slot("done2", {Kind.REGISTERS}, Access.NONE, optional=True)],
+        attrs=[AttrSpec("pending", "const", required=True)],
+    )  # fmt: skip
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass
@@ -312,8 +321,8 @@ class WgmmaWait(Primitive):
     def lower(self, op: TypedOp, ctx) -> None:
         pending = try_int(op.attr("pending"), ctx.model.env)
         ctx.line(f'asm volatile("wgmma.wait_group.sync.aligned {pending};" ::: "memory");')
-        # the accumulator registers are final here: keep the compiler from reading them earlier
-        ctx.line(ctx.fence_registers(op))
+        # the retired accumulators are final here: keep the compiler from reading them earlier
+        ctx.line(ctx.fence_registers(op, [o.name for o in op.ins] or None))
 
 
 class FenceProxyAsync(Primitive):

@@ -441,8 +441,10 @@ def test_tma_box_128b_swizzle(runner: GpuRunner, kernels: ModuleType, info: Devi
 # ------------------------------------------------------------------------------------- isolation
 
 
-def test_the_calling_process_never_loads_the_driver(tmp_path: Path) -> None:
-    """A script that runs a plan through GpuRunner ends without libcuda in its own process."""
+def test_the_calling_process_never_initializes_cuda(tmp_path: Path) -> None:
+    """A script that runs a plan through GpuRunner never initializes CUDA in its own process: it opens
+    no NVIDIA device file (cuInit opens /dev/nvidiactl) and maps no device memory. (Python bindings may
+    load the driver library itself without initializing it; that is harmless and not what we test.)"""
     script = tmp_path / "isolation.py"
     script.write_text(
         textwrap.dedent(
@@ -467,7 +469,10 @@ def test_the_calling_process_never_loads_the_driver(tmp_path: Path) -> None:
                     r = runner.run(plan, {{"a": a, "b": a}}, timeout_s=60)
                     assert r.ok, r.error
                     assert np.array_equal(r.outputs["c"], a + a)
-                print("libcuda" in open("/proc/self/maps").read())
+                import os
+                fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                       if os.path.exists(f"/proc/self/fd/{fd}")]
+                print(any(f.startswith("/dev/nvidia") for f in fds) or "/dev/nvidia" in open("/proc/self/maps").read())
             """
         )
     )
