@@ -76,29 +76,38 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, K]
       mbarrier.wait cfull[g0 % S], parity=(g0 / S) % 2
       wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[g0 % S]^T, accumulate=0
       wgmma.commit
-      for kt in 0 .. NC step 2:
-        let g = g0 + kt
-        # centroid tile kt is in flight in acc0: start kt + 1 in acc1, then fold kt
-        if kt + 1 < NC:
-          mbarrier.wait cfull[(g + 1) % S], parity=(g + 1) / S % 2
-          wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 1) % S]^T, accumulate=0
-          wgmma.commit
-          wgmma.wait acc0, pending=1
-        else:
-          wgmma.wait acc0, pending=0
-        argmin.update bv, bi <- acc0, csq[g % S], base=kt * BN, scale=-2.0, limit=K
+      # steady state, two centroid tiles a trip: each folds one accumulator while the other multiplies
+      for p in 0 .. (NC - 1) / 2:
+        let g = g0 + 2 * p
+        mbarrier.wait cfull[(g + 1) % S], parity=(g + 1) / S % 2
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 1) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc0, pending=1
+        argmin.update bv, bi <- acc0, csq[g % S], base=2 * p * BN, scale=-2.0, limit=K
         mbarrier.arrive cempty[g % S]
-        if kt + 1 < NC:
-          # tile kt + 1 is in flight in acc1: start kt + 2 in acc0, then fold kt + 1
-          if kt + 2 < NC:
-            mbarrier.wait cfull[(g + 2) % S], parity=(g + 2) / S % 2
-            wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 2) % S]^T, accumulate=0
-            wgmma.commit
-            wgmma.wait acc1, pending=1
-          else:
-            wgmma.wait acc1, pending=0
-          argmin.update bv, bi <- acc1, csq[(g + 1) % S], base=(kt + 1) * BN, scale=-2.0, limit=K
-          mbarrier.arrive cempty[(g + 1) % S]
+        mbarrier.wait cfull[(g + 2) % S], parity=(g + 2) / S % 2
+        wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 2) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc1, pending=1
+        argmin.update bv, bi <- acc1, csq[(g + 1) % S], base=(2 * p + 1) * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[(g + 1) % S]
+      # the last one or two tiles: acc0 holds tile kl
+      let kl = (NC - 1) / 2 * 2
+      let gl = g0 + kl
+      if kl + 1 < NC:
+        mbarrier.wait cfull[(gl + 1) % S], parity=(gl + 1) / S % 2
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(gl + 1) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc0, pending=1
+        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[gl % S]
+        wgmma.wait pending=0
+        argmin.update bv, bi <- acc1, csq[(gl + 1) % S], base=(kl + 1) * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[(gl + 1) % S]
+      else:
+        wgmma.wait pending=0
+        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[gl % S]
       mbarrier.arrive xempty[xb]
       argmin.reduce bv, bi <- bv, bi
       store out[b, t * BM + self * ROWS : +ROWS] <- bi, oob=skip
