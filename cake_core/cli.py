@@ -130,6 +130,86 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------
+# verify, explain
+# ---------------------------------------------------------------------------------------------------
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cake_core.diagnostics.render import render_all
+    from cake_core.verify.runner import verify_source
+
+    reg = _registry()
+    target = reg.get("targets", args.target)
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CakeUserError(f"no such file: {path}") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise CakeUserError(f"cannot read {path}: {exc}") from None
+    report = verify_source(text, str(path), target, reg)
+    if args.json:
+        _print_json([d.to_json() for d in report.diagnostics])
+    elif report.diagnostics:
+        sys.stdout.write(render_all(report.diagnostics, {str(path): text}) + "\n")
+    else:
+        sys.stdout.write(
+            f"{path}: clean on `{target.name}` ({target.nvrtc_arch}): {report.kernels} kernel(s), "
+            f"{report.specializations} specialization(s), {len(report.rules)} rule(s)\n"
+        )
+    return 0 if report.ok else 1
+
+
+def explanation_of(code: str) -> tuple[str, str]:
+    """The documentation of a diagnostic code (core ``CK``, semantics ``CS``, or a registered rule),
+    as (heading, markdown); raises :class:`UnknownNameError` for a code nobody defines."""
+    from cake_core.diagnostics.codes import CORE_CODES, Code
+    from cake_core.errors import UnknownNameError
+
+    wanted = code.strip().upper()
+    known: dict[str, tuple[str, str]] = {}
+    for c in CORE_CODES.values():
+        known[c.code] = (f"{c.code} ({c.slug}, {c.severity.value}, cake-core): {c.summary}", c.explanation)
+    for c in _semantics_codes(Code):
+        known.setdefault(c.code, (f"{c.code} ({c.slug}, {c.severity.value}, cake-core): {c.summary}", c.explanation))
+    reg = _registry()
+    for name in reg.names("rules"):
+        r = reg.registration("rules", name)
+        rule = r.obj
+        heading = (
+            f"{rule.name} ({rule.slug}, {rule.severity.value}, {r.plugin.distribution} {r.plugin.version}): "
+            f"{rule.summary}"
+        )
+        known.setdefault(rule.name, (heading, rule.explanation.strip()))
+    if wanted not in known:
+        raise UnknownNameError("diagnostic code", code, list(known))
+    return known[wanted]
+
+
+def _semantics_codes(code_type: type) -> list:
+    """The ``CS`` codes of the reference interpreter, if that part of the core is present."""
+    import importlib
+
+    try:
+        module = importlib.import_module("cake_core.semantics.codes")
+    except Exception:  # not built yet, or broken: `explain` still serves every other code
+        return []
+    out = []
+    for value in vars(module).values():
+        items = value.values() if isinstance(value, dict) else (value,)
+        out.extend(v for v in items if isinstance(v, code_type))
+    return out
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    heading, text = explanation_of(args.code)
+    sys.stdout.write(f"{heading}\n\n{text}\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
 # parser
 # ---------------------------------------------------------------------------------------------------
 
@@ -148,6 +228,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("targets", help="list hardware targets")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_targets)
+
+    s = sub.add_parser("verify", help="type-check a .cake file and run every verifier rule for a target")
+    s.add_argument("file", metavar="FILE.cake")
+    s.add_argument("--target", required=True, metavar="T", help="a target id (see `cake targets`)")
+    s.add_argument("--json", action="store_true", help="diagnostics as a JSON list")
+    s.set_defaults(handler=cmd_verify)
+
+    from cake_core.commands import add_commands
+
+    add_commands(sub)
+
+    s = sub.add_parser("explain", help="print the documentation of a diagnostic code or verifier rule")
+    s.add_argument("code", metavar="RULE_ID")
+    s.set_defaults(handler=cmd_explain)
     return p
 
 

@@ -204,6 +204,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0 if m.correct else 1
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from cake_core.lower.export import export_program, write_export
+
+    loaded = _load_checked(args.file, args.target, False)
+    if loaded is None:
+        return 1
+    _, tgt, checked = loaded
+    stem = Path(args.file).stem
+    exported = export_program(checked, tgt, _specs(checked, args.shape), stem)
+    cu, h = write_export(exported, Path(args.output), stem)
+    arch = tgt.nvrtc_arch.removeprefix("sm_")
+    print(f"wrote {cu} and {h}: {len(exported.functions)} launcher(s): {', '.join(exported.functions)}")
+    print(f"build: nvcc -O3 -std=c++17 -gencode=arch=compute_{arch},code=sm_{arch} -shared -Xcompiler -fPIC "
+          f"-o lib{stem}.so {cu.name}")  # fmt: skip
+    return 0
+
+
 def add_commands(sub) -> None:
     s = sub.add_parser("problems", help="list problems")
     s.add_argument("--json", action="store_true")
@@ -223,6 +240,13 @@ def add_commands(sub) -> None:
     s.add_argument("--json", action="store_true")
     s.add_argument("--no-cache", action="store_true")
     s.set_defaults(handler=cmd_compile)
+
+    s = sub.add_parser("export", help="write a standalone .cu with host launchers and a C header")
+    s.add_argument("file")
+    s.add_argument("--target", required=True)
+    s.add_argument("--shape", help="select specializations, e.g. D=128,T=bf16 (default: all)")
+    s.add_argument("-o", "--output", default=".", help="directory (default: current)")
+    s.set_defaults(handler=cmd_export)
 
     s = sub.add_parser("bench", help="check and time a .cake program on this machine's GPU")
     s.add_argument("file")

@@ -142,5 +142,5 @@ def to_c(e: n.Expr, name: Callable[[str], str], parent: int = 0) -> str:
         return f"({s})" if p < parent else s
     if isinstance(e, n.Call):
         args = ", ".join(to_c(a, name) for a in e.args)
-        return {"cdiv": f"cake_cdiv({args})", "min": f"min({args})", "max": f"max({args})"}[e.fn]
+        return {"cdiv": f"cake_cdiv({args})", "min": f"cake_min({args})", "max": f"cake_max({args})"}[e.fn]
     raise TypeError(f"cannot render {e!r} as C")

@@ -6,7 +6,9 @@ PRELUDE = r"""
 typedef unsigned short cake_bf16;
 typedef unsigned short cake_f16;
 
-__device__ __forceinline__ int cake_cdiv(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ int cake_cdiv(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ int cake_min(int a, int b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int cake_max(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ float cake_to_f32(cake_bf16 v, int is_f16) {
   if (is_f16) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v)); return f; }
   return __int_as_float(((unsigned)v) << 16);

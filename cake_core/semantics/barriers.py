@@ -1,0 +1,85 @@
+"""mbarrier state: phases, arrivals, transaction bytes and parity waits.
+
+A declared barrier (``barrier full: mbarrier[S] count C``) is, per CTA and per stage, a counter of
+completed phases plus the current phase's arrivals and outstanding transaction bytes. The compiler
+initializes every barrier with its declared count before the roles start; an ``init`` action
+re-initializes it (count from the operation's ``count`` attribute, else the declared one).
+
+* ``arrive`` counts the arrivals the effect declares (once per thread of the role instance, or once
+  for the instance);
+* ``expect_tx`` adds transaction bytes to the current phase; ``arrive_expect_tx`` does both;
+* ``complete_tx`` (an asynchronous copy completing) subtracts its bytes;
+* the phase completes when it has ``count`` arrivals and no outstanding bytes: the phase counter
+  advances and the next phase starts empty;
+* a wait for parity ``P`` passes once the current phase's parity differs from ``P`` — the phase of
+  parity ``P`` has completed. Like the hardware, a barrier two phases ahead of the waiter looks the
+  same as one that has not moved.
+
+Each phase accumulates the vector clocks of its arrivals and completed copies; a wait that passes
+acquires the clock of the last completed phase.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cake_core.semantics.races import VC, join
+
+
+@attrs.define(eq=False)
+class BarState:
+    """One mbarrier (one stage of a ring) of one CTA."""
+
+    name: str
+    stage: int | None
+    count: int
+    completed: int = 0  # phases completed since initialization
+    arrived: int = 0
+    tx: int = 0  # outstanding transaction bytes of the current phase
+    phase_vc: VC = attrs.field(factory=dict)
+    done_vc: VC = attrs.field(factory=dict)
+    arrivals: list[str] = attrs.field(factory=list)  # who arrived in the current phase
+
+    @property
+    def label(self) -> str:
+        return f"`{self.name}[{self.stage}]`" if self.stage is not None else f"`{self.name}`"
+
+    def init(self, count: int) -> None:
+        self.count = count
+        self.completed = self.arrived = self.tx = 0
+        self.phase_vc, self.done_vc, self.arrivals = {}, {}, []
+
+    def ready(self, parity: int) -> bool:
+        """Whether a wait for the phase of ``parity`` passes now."""
+        return (self.completed & 1) != (parity & 1)
+
+    def arrive(self, vc: VC, who: str, count: int = 1) -> None:
+        self.arrived += count
+        self.arrivals.append(who if count == 1 else f"{who} x{count}")
+        join(self.phase_vc, vc)
+        self._maybe_complete()
+
+    def expect(self, nbytes: int) -> None:
+        self.tx += nbytes
+        self._maybe_complete()
+
+    def complete_tx(self, nbytes: int, vc: VC) -> None:
+        self.tx -= nbytes
+        join(self.phase_vc, vc)
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.arrived >= self.count and self.tx == 0:
+            self.completed += 1
+            self.arrived = 0
+            self.done_vc, self.phase_vc = self.phase_vc, {}
+            self.arrivals = []
+
+    def state_text(self) -> str:
+        arrivals = f"{self.arrived} of {self.count} arrivals"
+        if self.arrivals:
+            arrivals += " (by " + ", ".join(self.arrivals) + ")"
+        return (
+            f"{self.completed} phase(s) completed; the current one has {arrivals}, "
+            f"{self.tx} transaction bytes outstanding"
+        )

@@ -1,0 +1,159 @@
+"""Running the verifier: type-check a module for a target, then every registered rule over it.
+
+1. The module is type-checked with the target passed in (``CK`` diagnostics). If any of those is an
+   error, the rules do not run: they assume a well-typed kernel.
+2. Every registered rule runs over every specialization of every kernel. The distribution that
+   registered a rule is stamped into each of its diagnostics' ``plugin`` field.
+3. The same finding (code, primary span, message) made under several specializations is reported
+   once; it names the specializations only when it does not hold for all of them: ``(with D=256)``,
+   ``(with D in {128, 256})``, or a list when the specializations do not form such a box.
+4. Diagnostics are sorted by location.
+
+A rule that raises is a bug in its pack: it surfaces as :class:`~cake_core.errors.CakeInternalError`
+naming the rule and its distribution, never as a finding about the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
+from cake_core.errors import CakeInternalError
+from cake_core.verify.rule import RuleContext, iter_rules
+
+if TYPE_CHECKING:
+    from cake_core.ir import nodes as n
+    from cake_core.ir.sema import CheckedModule, Spec
+    from cake_core.plugins import Registry
+    from cake_core.target import Target
+
+
+@attrs.frozen
+class Report:
+    """What one verification found and what it covered."""
+
+    diagnostics: tuple[Diagnostic, ...]
+    target: Target
+    rules: tuple[str, ...]  # ids of the rules that ran (none when type checking failed)
+    kernels: int
+    specializations: int
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> int:
+        return sum(d.is_error for d in self.diagnostics)
+
+
+def verify(module: n.Module, target: Target, registry: Registry | None = None) -> list[Diagnostic]:
+    """Type-check ``module`` for ``target`` and run every registered rule; diagnostics sorted by location."""
+    return list(run(module, target, registry).diagnostics)
+
+
+def verify_source(text: str, file: str, target: Target, registry: Registry | None = None) -> Report:
+    """Parse and verify ``text``; a syntax error is a ``CK001`` diagnostic in the report."""
+    from cake_core.ir.parser import parse
+
+    try:
+        module = parse(text, file)
+    except DiagnosticError as exc:
+        return Report(tuple(sort_diagnostics(exc.diagnostics)), target, (), 0, 0)
+    return run(module, target, registry)
+
+
+def run(module: n.Module, target: Target, registry: Registry | None = None) -> Report:
+    """:func:`verify`, with what it covered."""
+    from cake_core import plugins
+    from cake_core.ir.sema import check_module
+
+    reg = registry if registry is not None else plugins.registry()
+    primitives = {p.name: p for p in reg.values("primitives")}
+    checked = check_module(module, primitives, target)
+    nspecs = len(checked.models)
+    if not checked.ok:
+        return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)
+    rules = list(iter_rules(reg))
+    out = list(checked.diagnostics)
+    for kernel in module.kernels:
+        out += _run_kernel(checked, kernel.name, target, rules)
+    return Report(
+        tuple(sort_diagnostics(out)), target, tuple(r.name for r, _ in rules), len(module.kernels), nspecs
+    )
+
+
+def _run_kernel(
+    checked: CheckedModule, kernel: str, target: Target, rules: Sequence[tuple[object, str]]
+) -> list[Diagnostic]:
+    specs = [spec for (name, spec) in checked.models if name == kernel]
+    found: dict[tuple, tuple[Diagnostic, list[Spec]]] = {}
+    for spec in specs:
+        ctx = RuleContext(checked, checked.models[(kernel, spec)], target)
+        for rule, distribution in rules:
+            try:
+                diags = list(rule.check(ctx))  # type: ignore[attr-defined]
+            except Exception as exc:
+                raise CakeInternalError(
+                    f"rule {rule.name} from {distribution} failed on kernel `{kernel}` "  # type: ignore[attr-defined]
+                    f"({spec.label}): {type(exc).__name__}: {exc}"
+                ) from exc
+            for d in diags:
+                d = attrs.evolve(d, plugin=distribution)
+                key = (d.code, d.primary, d.message)
+                found.setdefault(key, (d, []))[1].append(spec)
+    out = []
+    for d, where in found.values():
+        words = describe_specs(where, specs)
+        out.append(d if words is None else attrs.evolve(d, message=f"{d.message} (with {words})"))
+    return out
+
+
+def describe_specs(subset: Sequence[Spec], every: Sequence[Spec]) -> str | None:
+    """The specializations ``subset`` in words, or None when it is all of ``every``.
+
+    A subset that fixes some variables and leaves the rest free is named by the fixed ones
+    (``D=256``, ``D in {128, 256}``); any other subset is listed (``T=bf16,D=64; T=f16,D=128``).
+    """
+    chosen = {s.values for s in subset}
+    if len(chosen) == len({s.values for s in every}):
+        return None
+    names = [k for k, _ in every[0].values] if every else []
+    all_values = {k: _ordered(s.env[k] for s in every) for k in names}
+    sub_values = {k: _ordered(s.env[k] for s in subset) for k in names}
+    box = 1
+    for k in names:
+        box *= len(sub_values[k])
+    consistent = all(any(s.values == t.values for t in subset) for s in every if _inside(s, sub_values))
+    if box == len(chosen) and consistent:
+        parts = []
+        for k in names:
+            if sub_values[k] == all_values[k]:
+                continue
+            vals = sub_values[k]
+            parts.append(f"{k}={vals[0]}" if len(vals) == 1 else f"{k} in {{{', '.join(map(str, vals))}}}")
+        if parts:
+            return ", ".join(parts)
+    return "; ".join(s.label for s in subset)
+
+
+def _ordered(values: Iterable[int | str]) -> list[int | str]:
+    out: list[int | str] = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _inside(spec: Spec, values: dict[str, list[int | str]]) -> bool:
+    return all(v in values[k] for k, v in spec.values)
+
+
+def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """By file, line, column, then code and message."""
+    return sorted(
+        diags, key=lambda d: (d.primary.file, d.primary.line, d.primary.col, d.code, d.message)
+    )

@@ -1,0 +1,573 @@
+"""Symbolic arithmetic over a kernel's shape domain: linear forms of run-time sizes, and bounds.
+
+:mod:`cake_core.verify.domain` documents what is proved with these and what is sampled. Here:
+
+* :class:`ShapeDomain` — the admissible values of each run-time size (ranges and divisibility);
+* :class:`Form` — ``c + Σ a·s`` over run-time sizes, rational coefficients: a bound that holds for
+  every admissible size, minimized or maximized over the domain in closed form;
+* :class:`Lin` — an integer expression as ``c + Σ a·x`` over sizes, variables and :class:`Atom`\\ s
+  (floor division, remainders, ``cdiv``, ``min``, ``max``, products) built by :class:`Linearizer`;
+* :class:`Bounder` — lower and upper bounds of a :class:`Lin` as :class:`Form`\\ s, given the bounds of
+  each variable;
+* :func:`eliminations` and :func:`relaxations` — equivalent or weaker forms of an obligation whose
+  lower bounds are tighter (guards multiplied in, atoms replaced in place).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import attrs
+
+from cake_core.ir import nodes as n
+from cake_core.ir.exprs import EvalError, evaluate
+
+if TYPE_CHECKING:
+    from cake_core.ir.sema import KernelModel
+
+DENSE = 16  # the least admissible values of a size are all tried (a bounded range this short, entirely)
+#: Values every size is tried at (after snapping to the domain), besides those the kernel suggests.
+BASE_SAMPLES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 100, 127, 129, 1000, 4095, 4097,
+                65521, 65536)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shape domain
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SizeRange:
+    """The admissible values of one run-time size: ``lo <= v <= hi`` and ``v % modulus == 0``."""
+
+    name: str
+    lo: int = 0  # already rounded up to a multiple of the modulus
+    hi: int | None = None  # already rounded down; None is unbounded
+    modulus: int = 1
+
+    def admits(self, v: int) -> bool:
+        return v >= self.lo and (self.hi is None or v <= self.hi) and v % self.modulus == 0
+
+    def snap(self, v: int) -> set[int]:
+        """The admissible values nearest ``v`` on either side (at most two)."""
+        m = self.modulus
+        down, up = (v // m) * m, -(-v // m) * m
+        return {x for x in (down, up, self.lo) if self.admits(x) and abs(x - v) <= max(m, abs(v - self.lo))}
+
+    def describe(self) -> str:
+        parts = [f"{self.name} >= {self.lo}"]
+        if self.hi is not None:
+            parts.append(f"{self.name} <= {self.hi}")
+        if self.modulus > 1:
+            parts.append(f"{self.name} % {self.modulus} == 0")
+        return ", ".join(parts)
+
+
+@attrs.define
+class ShapeDomain:
+    """The run-time part of a kernel's shape domain under one specialization."""
+
+    sizes: dict[str, SizeRange]
+    scalars: frozenset[str]
+
+    @classmethod
+    def of(cls, model: KernelModel) -> ShapeDomain:
+        lo: dict[str, int] = {s: 0 for s in model.runtime_sizes}
+        hi: dict[str, int | None] = {s: None for s in model.runtime_sizes}
+        mod: dict[str, int] = {s: 1 for s in model.runtime_sizes}
+        for c in model.kernel.domain:
+            if c.var not in lo or not c.values:
+                continue
+            try:
+                v = evaluate(c.values[0], model.env)
+            except EvalError:
+                continue  # a bound in terms of another run-time size: dropped (the domain only widens)
+            if not isinstance(v, int) or isinstance(v, bool):
+                continue
+            if c.op == ">=":
+                lo[c.var] = max(lo[c.var], v)
+            elif c.op == "<=":
+                h = hi[c.var]
+                hi[c.var] = v if h is None else min(h, v)
+            elif c.op == "%" and v > 0:
+                mod[c.var] = math.lcm(mod[c.var], v)
+        sizes = {}
+        for s in model.runtime_sizes:
+            m = mod[s]
+            h = hi[s]
+            sizes[s] = SizeRange(s, -(-max(lo[s], 0) // m) * m, None if h is None else (h // m) * m, m)
+        scalars = frozenset(p.name for p in model.kernel.params if p.tier == "scalar")
+        return cls(sizes, scalars)
+
+    def empty(self) -> bool:
+        """Whether no size assignment is admissible (a contradictory domain)."""
+        return any(r.hi is not None and r.hi < r.lo for r in self.sizes.values())
+
+    def min_of(self, f: Form) -> Fraction | None:
+        """The least value of ``f`` over the domain; None when it is unbounded below."""
+        total = f.const
+        for s, a in f.terms:
+            r = self.sizes.get(s)
+            if r is None:
+                return None
+            if a > 0:
+                total += a * r.lo
+            elif r.hi is None:
+                return None
+            else:
+                total += a * r.hi
+        return total
+
+    def max_of(self, f: Form) -> Fraction | None:
+        m = self.min_of(f.scale(-1))
+        return None if m is None else -m
+
+    def always_multiple(self, f: Form, k: int) -> bool:
+        """Whether ``f`` is a multiple of ``k`` for every admissible size (sufficient condition)."""
+        if (f.const / k).denominator != 1:
+            return False
+        for s, a in f.terms:
+            r = self.sizes.get(s)
+            if r is None or (a * r.modulus / k).denominator != 1:
+                return False
+        return True
+
+    def samples(self, name: str, constants: Sequence[int]) -> list[int]:
+        """Values of one size to try: its 16 least admissible ones, those around one and two multiples
+        of ``constants``, a fixed list of small and large values, all snapped to the domain; every
+        admissible value when a bounded range has fewer than 16."""
+        r = self.sizes[name]
+        if r.hi is not None and (r.hi - r.lo) // r.modulus < DENSE:
+            return list(range(r.lo, r.hi + 1, r.modulus))  # few enough to try them all
+        wanted: set[int] = {r.lo + k * r.modulus for k in range(DENSE)}
+        wanted.update(BASE_SAMPLES)
+        for c in constants:
+            for k in (1, 2):
+                wanted.update((k * c - 1, k * c, k * c + 1))
+        if r.hi is not None:
+            wanted.update((r.hi, r.hi - 1, r.hi - r.modulus))
+        out: set[int] = set()
+        for v in wanted:
+            if v >= 0:
+                out.update(r.snap(v))
+        return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Linear forms
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Form:
+    """``const + Σ a·s`` over run-time sizes ``s``: a bound that holds for every admissible size."""
+
+    const: Fraction = Fraction(0)
+    terms: tuple[tuple[str, Fraction], ...] = ()
+
+    @staticmethod
+    def make(const: Fraction | int, terms: Mapping[str, Fraction]) -> Form:
+        return Form(Fraction(const), tuple(sorted((s, a) for s, a in terms.items() if a != 0)))
+
+    def __add__(self, other: Form) -> Form:
+        t = dict(self.terms)
+        for s, a in other.terms:
+            t[s] = t.get(s, Fraction(0)) + a
+        return Form.make(self.const + other.const, t)
+
+    def scale(self, k: Fraction | int) -> Form:
+        return Form.make(self.const * k, {s: a * k for s, a in self.terms})
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def at(self, sizes: Mapping[str, int]) -> Fraction:
+        return self.const + sum((a * sizes[s] for s, a in self.terms), Fraction(0))
+
+    def __str__(self) -> str:
+        parts = [f"{a}*{s}" for s, a in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+@attrs.frozen
+class Size:
+    name: str
+
+    @property
+    def key(self) -> str:
+        return "s:" + self.name
+
+
+@attrs.frozen
+class Var:
+    name: str
+
+    @property
+    def key(self) -> str:
+        return "v:" + self.name
+
+
+@attrs.frozen
+class Atom:
+    """A non-linear sub-expression: ``op`` in floor, cdiv, mod, min, max, mul, div."""
+
+    op: str
+    args: tuple[Lin, ...]
+
+    @property
+    def key(self) -> str:
+        return f"a:{self.op}(" + ",".join(a.key for a in self.args) + ")"
+
+
+Sym = Size | Var | Atom
+
+
+@attrs.frozen
+class Lin:
+    """``const + Σ a·x`` over sizes, variables and atoms, in a canonical order."""
+
+    const: Fraction = Fraction(0)
+    terms: tuple[tuple[Sym, Fraction], ...] = ()
+
+    @staticmethod
+    def make(const: Fraction | int, terms: Mapping[Sym, Fraction]) -> Lin:
+        items = [(x, a) for x, a in terms.items() if a != 0]
+        items.sort(key=lambda xa: xa[0].key)
+        return Lin(Fraction(const), tuple(items))
+
+    @staticmethod
+    def of(x: Sym) -> Lin:
+        return Lin(Fraction(0), ((x, Fraction(1)),))
+
+    def __add__(self, other: Lin) -> Lin:
+        t: dict[Sym, Fraction] = dict(self.terms)
+        for x, a in other.terms:
+            t[x] = t.get(x, Fraction(0)) + a
+        return Lin.make(self.const + other.const, t)
+
+    def __sub__(self, other: Lin) -> Lin:
+        return self + other.scale(-1)
+
+    def scale(self, k: Fraction | int) -> Lin:
+        return Lin.make(self.const * k, {x: a * k for x, a in self.terms})
+
+    def plus(self, k: Fraction | int) -> Lin:
+        return Lin(self.const + k, self.terms)
+
+    def coef(self, x: Sym) -> Fraction:
+        return next((a for y, a in self.terms if y == x), Fraction(0))
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    @property
+    def key(self) -> str:
+        return f"{self.const}" + "".join(f"+{a}*{x.key}" for x, a in self.terms)
+
+
+def _int_const(x: Lin) -> int | None:
+    if x.is_const and x.const.denominator == 1:
+        return int(x.const)
+    return None
+
+
+class Linearizer:
+    """Turns integer expressions into :class:`Lin`; ``None`` for what is not an integer expression."""
+
+    def __init__(self, env: Mapping[str, object], sizes: frozenset[str], scalars: frozenset[str]) -> None:
+        self.env, self.sizes, self.scalars = env, sizes, scalars
+
+    def lin(self, e: n.Expr, lets: Mapping[str, Lin | None]) -> Lin | None:
+        if isinstance(e, n.Num):
+            return Lin(Fraction(e.value)) if isinstance(e.value, int) else None
+        if isinstance(e, n.Name):
+            if e.id in lets:
+                return lets[e.id]
+            v = self.env.get(e.id)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return Lin(Fraction(v))
+            if e.id in self.sizes:
+                return Lin.of(Size(e.id))
+            if v is not None:
+                return None  # a type variable or other non-integer
+            return Lin.of(Var(e.id))  # grid, loop, self, scalar
+        if isinstance(e, n.Unary):
+            if e.op != "-":
+                return None
+            x = self.lin(e.operand, lets)
+            return None if x is None else x.scale(-1)
+        if isinstance(e, n.Bin):
+            a, b = self.lin(e.left, lets), self.lin(e.right, lets)
+            if a is None or b is None:
+                return None
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                if a.is_const:
+                    return b.scale(a.const)
+                if b.is_const:
+                    return a.scale(b.const)
+                return Lin.of(Atom("mul", (a, b)))
+            if e.op in ("/", "%"):
+                k = _int_const(b)
+                if k is not None and k > 0:
+                    ka = _int_const(a)
+                    if ka is not None:
+                        return Lin(Fraction(ka // k if e.op == "/" else ka % k))
+                    return Lin.of(Atom("floor" if e.op == "/" else "mod", (a, b)))
+                return Lin.of(Atom("div" if e.op == "/" else "modv", (a, b)))
+            return None  # comparisons and booleans are not indices
+        if isinstance(e, n.Call) and e.fn in ("cdiv", "min", "max") and len(e.args) == 2:
+            a, b = self.lin(e.args[0], lets), self.lin(e.args[1], lets)
+            if a is None or b is None:
+                return None
+            ka, kb = _int_const(a), _int_const(b)
+            if ka is not None and kb is not None:
+                if e.fn == "cdiv":
+                    return Lin(Fraction(-(-ka // kb))) if kb else None
+                return Lin(Fraction(min(ka, kb) if e.fn == "min" else max(ka, kb)))
+            if e.fn == "cdiv" and (kb is None or kb <= 0):
+                return Lin.of(Atom("div", (a.plus(-1) + b, b)))
+            return Lin.of(Atom(e.fn, (a, b)))
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bounds
+# ---------------------------------------------------------------------------------------------------
+
+
+Bound = tuple[Lin | None, Lin | None]  # a variable's lowest and highest value, in terms of outer names
+
+
+class Bounder:
+    """Symbolic lower and upper bounds (:class:`Form`) of linear expressions."""
+
+    def __init__(self, domain: ShapeDomain, var_bounds: Mapping[str, Bound]) -> None:
+        self.domain, self.var_bounds = domain, var_bounds
+        self._memo: dict[tuple[str, bool], Form | None] = {}
+
+    def lower(self, x: Lin) -> Form | None:
+        return self._bound(x, low=True)
+
+    def upper(self, x: Lin) -> Form | None:
+        return self._bound(x, low=False)
+
+    def _bound(self, x: Lin, low: bool) -> Form | None:
+        total = Form(x.const)
+        for sym, a in x.terms:
+            f = self._sym(sym, low=(a > 0) == low)
+            if f is None:
+                return None
+            total = total + f.scale(a)
+        return total
+
+    def _sym(self, sym: Sym, low: bool) -> Form | None:
+        if isinstance(sym, Size):
+            return Form.make(0, {sym.name: Fraction(1)})
+        key = (sym.key, low)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # a cycle (never expected) is unbounded
+        if isinstance(sym, Var):
+            lo, hi = self.var_bounds.get(sym.name, (None, None))
+            b = lo if low else hi
+            out = None if b is None else self._bound(b, low)
+        else:
+            out = self._atom(sym, low)
+        self._memo[key] = out
+        return out
+
+    def proves_nonneg(self, f: Form | None) -> bool:
+        if f is None:
+            return False
+        m = self.domain.min_of(f)
+        return m is not None and m > -1
+
+    def _le(self, a: Form | None, b: Form | None) -> bool:
+        """Whether ``a <= b`` for every admissible size."""
+        if a is None or b is None:
+            return False
+        m = self.domain.min_of(b + a.scale(-1))
+        return m is not None and m >= 0
+
+    def _atom(self, atom: Atom, low: bool) -> Form | None:
+        op, args = atom.op, atom.args
+        if op in ("floor", "mod", "modv", "div"):
+            x, k_lin = args
+            k = _int_const(k_lin)
+            if op == "floor" and k:
+                if low:
+                    lo = self.lower(x)
+                    if lo is None:
+                        return None
+                    exact = self.domain.always_multiple(lo, k)
+                    return (lo if exact else lo + Form(Fraction(-(k - 1)))).scale(Fraction(1, k))
+                hi = self.upper(x)
+                return None if hi is None else hi.scale(Fraction(1, k))
+            if op == "mod" and k:
+                lo, hi = self.lower(x), self.upper(x)
+                if self.proves_nonneg(lo) and self._le(hi, Form(Fraction(k - 1))):
+                    return lo if low else hi  # 0 <= x < k: the remainder is x itself
+                if lin_multiple(x, k, self.domain):
+                    return Form()
+                return Form() if low else Form(Fraction(k - 1))
+            if op == "modv":  # remainder by a run-time value: 0 .. divisor-1 when the divisor is positive
+                dlo, dhi = self.lower(k_lin), self.upper(k_lin)
+                if dlo is None or not self._le(Form(Fraction(1)), dlo):
+                    return None
+                return Form() if low else (None if dhi is None else dhi + Form(Fraction(-1)))
+            return None  # division by a run-time value
+        if op == "cdiv":
+            x, k_lin = args
+            k = _int_const(k_lin)
+            if not k:
+                return None
+            if low:
+                lo = self.lower(x)
+                return None if lo is None else lo.scale(Fraction(1, k))
+            hi = self.upper(x)
+            if hi is None:
+                return None
+            exact = self.domain.always_multiple(hi, k)
+            return (hi if exact else hi + Form(Fraction(k - 1))).scale(Fraction(1, k))
+        if op in ("min", "max"):
+            a, b = args
+            fa, fb = self._bound(a, low), self._bound(b, low)
+            is_min = op == "min"
+            if is_min != low:
+                # an upper bound of min (a lower bound of max): either argument's will do; the
+                # tighter one where that is proved
+                if fa is None or fb is None:
+                    return fa if fb is None else fb
+                tighter_a = self._le(fa, fb) if is_min else self._le(fb, fa)
+                return fa if tighter_a else fb
+            # a lower bound of min (an upper bound of max) needs the extreme of both
+            if fa is None or fb is None:
+                return None
+            if self._le(fa, fb):
+                return fa if is_min else fb
+            if self._le(fb, fa):
+                return fb if is_min else fa
+            if low:
+                ea, eb = self.domain.min_of(fa), self.domain.min_of(fb)
+                return None if ea is None or eb is None else Form(min(ea, eb))
+            ea, eb = self.domain.max_of(fa), self.domain.max_of(fb)
+            return None if ea is None or eb is None else Form(max(ea, eb))
+        if op == "mul":
+            a, b = args
+            la, ha, lb, hb = self.lower(a), self.upper(a), self.lower(b), self.upper(b)
+            if all(f is not None and f.is_const for f in (la, ha, lb, hb)):
+                prods = [p.const * q.const for p in (la, ha) for q in (lb, hb)]  # type: ignore[union-attr]
+                return Form(min(prods) if low else max(prods))
+            if not (self.proves_nonneg(la) and self.proves_nonneg(lb)):
+                return None
+            # both factors are non-negative: scale one factor's bound by the other's constant extreme
+            assert la is not None and lb is not None
+            if low:
+                ca, cb = self.domain.min_of(la), self.domain.min_of(lb)
+                return lb.scale(ca) if ca is not None and ca > 0 else (la.scale(cb) if cb is not None else Form())
+            ca = self.domain.max_of(ha) if ha is not None else None
+            cb = self.domain.max_of(hb) if hb is not None else None
+            if ca is not None and hb is not None:
+                return hb.scale(ca)
+            if cb is not None and ha is not None:
+                return ha.scale(cb)
+            return None
+        return None
+
+
+def lin_multiple(x: Lin, k: int, shape: ShapeDomain) -> bool:
+    """Whether ``x`` is a multiple of ``k`` for every admissible size and every variable value.
+
+    Sufficient: the constant and every coefficient are multiples of ``k`` (a size's coefficient times
+    its modulus). Variables and atoms take every integer for all the proof knows.
+    """
+    if (x.const / k).denominator != 1:
+        return False
+    for sym, a in x.terms:
+        m = shape.sizes[sym.name].modulus if isinstance(sym, Size) and sym.name in shape.sizes else 1
+        if (a * m / k).denominator != 1:
+            return False
+    return True
+
+
+def eliminations(m: Lin, guards: Sequence[Lin]) -> Iterator[Lin]:
+    """``m``, then ``m - λ·G`` for guards that cancel one of its variables or atoms (two rounds)."""
+    yield m
+    seen = {m.key}
+    frontier = [m]
+    for _ in range(2):
+        nxt: list[Lin] = []
+        for x in frontier:
+            for g in guards:
+                lambdas = {Fraction(1)}
+                for sym, a in x.terms:
+                    if isinstance(sym, Size):
+                        continue
+                    b = g.coef(sym)
+                    if b != 0 and a / b > 0:
+                        lambdas.add(a / b)
+                for lam in lambdas:
+                    y = x - g.scale(lam)
+                    if y.key not in seen and len(seen) < 256:
+                        seen.add(y.key)
+                        nxt.append(y)
+                        yield y
+        frontier = nxt
+
+
+def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
+    """``m`` and forms whose lower bounds are lower bounds of ``m``, keeping correlations an atom's
+    independent bound would lose. For a term ``c·atom``:
+
+    * ``c < 0``: ``min(a, b) <= a`` and ``<= b``; ``x % k <= x`` when ``x >= 0``; ``floor(x/k) <= x/k``;
+      ``cdiv(x, k) <= (x + k-1)/k`` (``x/k`` when ``x`` is always a multiple of ``k``);
+    * ``c > 0``: ``max(a, b) >= a`` and ``>= b``; ``cdiv(x, k) >= x/k``;
+      ``floor(x/k) >= (x - (k-1))/k`` (``x/k`` when a multiple).
+    """
+    options: list[tuple[Atom, Fraction, list[Lin]]] = []
+    for x, c in m.terms:
+        if not isinstance(x, Atom):
+            continue
+        alts: list[Lin] = []
+        if (x.op == "min" and c < 0) or (x.op == "max" and c > 0):
+            alts = list(x.args)
+        elif x.op in ("floor", "cdiv", "mod"):
+            arg, k_lin = x.args
+            k = _int_const(k_lin)
+            if not k:
+                continue
+            exact = lin_multiple(arg, k, bounder.domain)
+            if x.op == "mod" and c < 0 and bounder.proves_nonneg(bounder.lower(arg)):
+                alts = [arg]
+            elif x.op == "floor":
+                alts = [arg.scale(Fraction(1, k)) if c < 0 or exact else arg.plus(-(k - 1)).scale(Fraction(1, k))]
+            elif x.op == "cdiv":
+                alts = [arg.scale(Fraction(1, k)) if c > 0 or exact else arg.plus(k - 1).scale(Fraction(1, k))]
+        if alts:
+            options.append((x, c, alts))
+    yield m
+    if not options:
+        return
+    options = options[:6]
+    rest = Lin.make(m.const, {x: c for x, c in m.terms if all(x != o[0] for o in options)})
+    for picks in itertools.product(*[[None, *alts] for _, _, alts in options]):
+        if all(p is None for p in picks):
+            continue
+        out = rest
+        for (atom, c, _), p in zip(options, picks, strict=True):
+            out = out + (Lin.of(atom) if p is None else p).scale(c)
+        yield out
+
+
