@@ -52,7 +52,7 @@ def on_h200(gpu_runner):
 
 
 @pytest.mark.parametrize("cell", CHECK_CELLS, ids=[c.label for c in CHECK_CELLS])
-@pytest.mark.parametrize("schedule", ["hopper", "ampere", "naive"])
+@pytest.mark.parametrize("schedule", ["hopper", "hopper_overlap", "ampere", "naive"])
 def test_schedule_passes_the_oracle(schedule, cell, on_h200, record) -> None:
     timing = Timing(warmup=1, reps=3) if schedule == "naive" else Timing(warmup=3, reps=20)
     m = bench_candidate(_checked(schedule), _problem(), b.target(TARGET), cell.shape, cell.dtype, on_h200,
