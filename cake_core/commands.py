@@ -149,7 +149,7 @@ def _target_for_gpu(info, requested: str | None):
     from cake_core.runtime.device import arch_runs_on
 
     targets = plugins.registry().values("targets")
-    cc = (info.major, info.minor)
+    cc = tuple(info.compute_capability)
     if requested:
         tgt = plugins.registry().get("targets", requested)
         if not arch_runs_on(tgt.nvrtc_arch, cc):

@@ -470,8 +470,8 @@ def test_the_calling_process_never_initializes_cuda(tmp_path: Path) -> None:
                     assert r.ok, r.error
                     assert np.array_equal(r.outputs["c"], a + a)
                 import os
-                fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-                       if os.path.exists(f"/proc/self/fd/{fd}")]
+                fds = [os.readlink("/proc/self/fd/" + fd) for fd in os.listdir("/proc/self/fd")
+                       if os.path.exists("/proc/self/fd/" + fd)]
                 print(any(f.startswith("/dev/nvidia") for f in fds) or "/dev/nvidia" in open("/proc/self/maps").read())
             """
         )
