@@ -22,9 +22,10 @@ kernel centroid_norms(c: global T[B, K, D], c_sq: global f32[B, K])
 
 kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, K], out: global i32[B, N])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
-  # 192 KiB of shared memory for every D: deeper rings where rows are short
-  const BM = 128, BN = 128, WG = 2
-  const S = 512 / D, XS = 256 / D
+  # 256 rows a CTA where they fit (each centroid tile then crosses L2 once for 256 points), 128 at
+  # D=256; at most 192 KiB of shared memory; deeper centroid rings where rows are short
+  const BM = min(256, 32768 / D), BN = 128, WG = 2
+  const XS = min(2, 256 / D), S = max(2, 256 / D)
   const ROWS = BM / WG
   grid (w) over (min(SMS, B * cdiv(N, BM)))
   cta warps 4 + 4 * WG occupancy 1
