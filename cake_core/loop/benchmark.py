@@ -55,7 +55,12 @@ class Measurement:
 
 
 def git_commit(path: str | Path = ".") -> str:
-    """The checked-out commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    """The checked-out commit (with ``-dirty`` when the tree has changes), ``$CAKE_COMMIT`` where the
+    tree carries no git metadata (a copy sent to a GPU machine), or ``unknown``."""
+    import os
+
+    if os.environ.get("CAKE_COMMIT"):
+        return os.environ["CAKE_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()  # fmt: skip

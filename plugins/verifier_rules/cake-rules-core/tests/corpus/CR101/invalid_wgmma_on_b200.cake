@@ -1,0 +1,20 @@
+# target: b200
+# Warpgroup MMA is sm_90a only: sm_100a replaces it with tcgen05.
+kernel scores(x: global bf16[N, 64], c: global bf16[64, 64], out: global f32[N, 64])
+  domain N >= 1, N % 64 == 0
+  grid (t) over (N / 64)
+  cta warps 4
+  smem xs: bf16[64, 64] swizzle 128B
+  smem cs: bf16[64, 64] swizzle 128B
+  role mma warps 0..4:
+    reg acc: f32[64, 64] layout wgmma_acc
+    cp.async xs <- x[t * 64 : +64, :]
+    cp.async cs <- c
+    cp.async.commit
+    cp.async.wait pending=0
+    bar.sync
+    fence.proxy_async
+    wgmma acc <- xs, cs^T, accumulate=0  # expect-error[CR101]
+    wgmma.commit  # expect-error[CR101]
+    wgmma.wait pending=0  # expect-error[CR101]
+    store out[t * 64 : +64, :] <- acc

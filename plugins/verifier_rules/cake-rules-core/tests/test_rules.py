@@ -1,0 +1,120 @@
+"""The pack as a plugin: discovery through the `cake` entry-point group, rule declarations and their
+documentation, the corpus each rule must have, and what findings say."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from cake_core import cli, plugins
+from cake_core.diagnostics.diagnostic import Severity
+from cake_core.verify.expectations import check_file, parse_expectations
+
+import cake_rules_core
+
+CORPUS = Path(__file__).parent / "corpus"
+DISTRIBUTION = "cake-rules-core"
+
+#: Ids are forever: this table changes only by adding rows.
+IDS = {
+    "CR101": "missing-feature",
+    "CR102": "smem-over-limit",
+    "CR103": "threads-and-warps",
+    "CR104": "register-budget",
+    "CR105": "cp-async-size-alignment",
+    "CR106": "vector-access-alignment",
+    "CR107": "mma-shape-dtype",
+    "CR108": "unmasked-out-of-bounds",
+}
+
+
+def test_rules_register_through_the_entry_point(plain_registry: plugins.Registry) -> None:
+    assert plain_registry.names("rules") == sorted(IDS)
+    for rule_id, slug in IDS.items():
+        reg = plain_registry.registration("rules", rule_id)
+        assert reg.plugin.distribution == DISTRIBUTION and reg.plugin.version == cake_rules_core.__version__
+        assert reg.obj.slug == slug
+        assert reg.obj.severity is Severity.ERROR  # every rule of this pack is a hard gate
+
+
+@pytest.mark.parametrize("cls", cake_rules_core.RULES, ids=lambda c: c.name)
+def test_rule_declaration_is_well_formed(cls) -> None:
+    rule = cls()
+    assert rule.problems() == []
+    # the example that fails and the fix are code blocks
+    example = rule.explanation.split("## Example", 1)[1].split("## Use instead", 1)
+    assert "```" in example[0] and "```" in example[1]
+
+
+@pytest.mark.parametrize("rule_id", sorted(IDS))
+def test_every_rule_has_two_invalid_kernels_and_a_near_miss(rule_id: str) -> None:
+    files = sorted((CORPUS / rule_id).glob("*.cake"))
+    invalid = [f for f in files if f.name.startswith("invalid_")]
+    valid = [f for f in files if f.name.startswith("valid_")]
+    assert len(invalid) >= 2 and len(valid) >= 1, files
+    for f in invalid:
+        _, expected = parse_expectations(f.read_text(), str(f))
+        assert any(e.code == rule_id for e in expected), f"{f.name} expects no {rule_id}"
+    for f in valid:
+        _, expected = parse_expectations(f.read_text(), str(f))
+        assert expected == (), f"{f.name} is a near miss: it must expect nothing"
+
+
+@pytest.mark.parametrize("rule_id", sorted(IDS))
+def test_explain_prints_the_rule(rule_id: str, capsys: pytest.CaptureFixture) -> None:
+    plugins.reset()
+    assert cli.main(["explain", rule_id.lower()]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{rule_id} ({IDS[rule_id]}, error, {DISTRIBUTION} {cake_rules_core.__version__}): ")
+    assert "## What it does" in out and "## Why is this bad?" in out
+
+
+def _diags(registry, rel: str):
+    outcome = check_file(CORPUS / rel, registry)
+    assert outcome.ok, outcome.explain()
+    return outcome.diagnostics
+
+
+# -- what findings say -------------------------------------------------------------------------------
+
+
+def test_cr101_names_the_target_and_its_architecture(registry) -> None:
+    (d, *_) = _diags(registry, "CR101/invalid_wgmma_on_b200.cake")
+    assert d.message == "`wgmma` needs the feature `wgmma`, which target `b200` (sm_100a, blackwell) does not have"
+    assert d.plugin == DISTRIBUTION and "tcgen05" in (d.help or "")
+
+
+def test_cr102_names_the_specialization_bytes_limit_and_largest_buffers(registry) -> None:
+    (d,) = _diags(registry, "CR102/invalid_deep_ring_on_a10.cake")
+    assert d.message == (
+        "kernel `assign` needs 110592 bytes of shared memory, over the 101376-byte maximum per block on "
+        "`a10` (sm_86) (with D=256)"
+    )
+    assert [s.message for s in d.secondary] == [
+        "`xs`: 67584 bytes", "`cs`: 40960 bytes (4 stages of 10240)", "`red`: 2048 bytes",
+    ]  # fmt: skip
+    assert [s.loc.line for s in d.secondary] == [9, 10, 11]
+
+
+def test_cr104_says_the_bound_is_a_lower_bound(registry) -> None:
+    (d,) = _diags(registry, "CR104/invalid_per_thread.cake")
+    assert "at least 272 registers per thread" in d.message
+    assert any("lower bound" in note for note in d.notes)
+
+
+def test_cr105_names_a_size_that_misaligns(registry) -> None:
+    pitch = [d for d in _diags(registry, "CR105/invalid_row_pitches.cake") if "rows of `x`" in d.message]
+    assert len(pitch) == 1 and pitch[0].message.endswith("not a multiple of 16 when K=65")
+    assert pitch[0].help is not None and "`K % 8 == 0`" in pitch[0].help
+
+
+def test_cr108_names_sizes_and_loop_indices(registry) -> None:
+    diags = _diags(registry, "CR108/invalid_loop_past_end.cake")
+    assert [d.message for d in diags] == [
+        "`fixture.ld` reads `c[k : +1, :]` out of bounds when K=1 (at k=1): in dimension 1, the slice is at 1, "
+        "past the extent `K` = 1",
+        "`sumsq` reads `c[j : +1, :]` out of bounds when K=1 (at j=1): in dimension 1, the slice is at 1, "
+        "past the extent `K` = 1",
+    ]
+    assert re.search(r"mask it \(`oob=zero`\)", diags[1].help or "")
