@@ -221,6 +221,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from cake_core.loop.run import run
+
+    out = Path(args.out) if args.out else Path("runs") / (
+        f"{args.problem}-{args.target}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    )
+    record = run(args.problem, args.target, budget=args.budget, agent=args.agent, out=out, resume=args.resume)
+    print()
+    print(f"{'candidate':18} {'status':14} {'regs':>5} {'smem KiB':>9} {'ms':>9} {'TFLOP/s':>8}  findings")
+    for c in record["candidates"]:
+        regs = max((k["registers"] or 0 for k in (c["compile"] or {}).get("kernels", {}).values()), default=0)
+        smem = max((c["compile"] or {}).get("smem_bytes", {}).values(), default=0)
+        ms = c["bench"]["median_ms"] if c["bench"] and c["bench"]["median_ms"] else None
+        tf = c["bench"]["tflops"] if c["bench"] and c["bench"]["tflops"] else None
+        print(f"{c['name']:18} {c['status']:14} {regs:5} {smem / 1024:9.1f} {ms or float('nan'):9.3f} "
+              f"{tf or float('nan'):8.1f}  {len(c['findings'])}")  # fmt: skip
+    print(f"\nrecord: {out / 'run.json'}")
+    return 0 if any(c["status"] in ("compiled", "measured") for c in record["candidates"]) else 1
+
+
 def add_commands(sub) -> None:
     s = sub.add_parser("problems", help="list problems")
     s.add_argument("--json", action="store_true")
@@ -240,6 +262,16 @@ def add_commands(sub) -> None:
     s.add_argument("--json", action="store_true")
     s.add_argument("--no-cache", action="store_true")
     s.set_defaults(handler=cmd_compile)
+
+    s = sub.add_parser("run", help="the four stages over a problem's candidates (GPU stages only with a GPU)")
+    s.add_argument("problem")
+    s.add_argument("--target", required=True)
+    s.add_argument("--budget", type=int, help="at most this many candidates")
+    s.add_argument("--agent", help="agent plugin that proposes candidates (none is registered yet)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="run directory (default: runs/PROBLEM-TARGET-TIME)")
+    s.add_argument("--resume", action="store_true", help="keep candidates already measured in --out")
+    s.set_defaults(handler=cmd_run)
 
     s = sub.add_parser("export", help="write a standalone .cu with host launchers and a C header")
     s.add_argument("file")
