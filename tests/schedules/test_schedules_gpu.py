@@ -132,3 +132,17 @@ def test_broken_kernel_is_recorded_and_the_next_runs(label, text, status, timeou
     record("faults", after)
     assert after.status == "ok" and after.correct
     assert on_h200.workers_started == started + 1  # the broken worker was replaced, once
+
+
+def test_planted_off_by_one_fails_on_the_gpu_too(on_h200, record) -> None:
+    """The interpreter test's planted bug (x rows read one row late) must fail the oracle on the GPU."""
+    text = (SCHEDULES / "ampere.cake").read_text()
+    planted = text.replace("cp.async xs <- x[b, t * BM : +BM, :]", "cp.async xs <- x[b, t * BM + 1 : +BM, :]")
+    assert planted != text
+    tgt = b.target(TARGET)
+    checked = check_module(b.load_text(planted, "ampere_off_by_one.cake").module, b.primitives(), tgt)
+    assert checked.ok
+    m = bench_candidate(checked, _problem(), tgt, {"B": 2, "N": 1000, "K": 300, "D": 128}, "bf16", on_h200,
+                        impl="cake:ampere(off-by-one)", timing=None)  # fmt: skip
+    record("planted", m)
+    assert m.status == "wrong" and not m.correct, (m.status, m.oracle)
