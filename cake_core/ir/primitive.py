@@ -77,6 +77,9 @@ class Slot:
     masked_always: bool = False  # the hardware masks out-of-bounds elements itself (TMA zero-fills)
     optional: bool = False
     doc: str = ""
+    # an atomic read-modify-write (``atomic.add``): accesses that are all atomic do not race with
+    # each other; they still race with plain reads and writes of the same region
+    atomic: bool = False
 
 
 @attrs.frozen
@@ -148,6 +151,11 @@ class Effect:
     arrivals: n.Expr | None = None
     amount: n.Expr | None = None
 
+    @property
+    def atomic(self) -> bool:
+        """Whether the access is an atomic read-modify-write (declared by the operand's slot)."""
+        return self.operand.slot.atomic
+
 
 @attrs.frozen
 class CostTerms:
@@ -218,6 +226,12 @@ class LowerContext(Protocol):
 
 class NotLowerable(Exception):
     """A primitive has no lowering for this target or operand placement."""
+
+
+class ExecFault(Exception):
+    """Raised by :meth:`Primitive.execute` for a fault that depends on data, not on the operands'
+    regions: a scatter or gather index outside the tile it selects rows of. The interpreter reports
+    it as an out-of-bounds access (CS001) and stops the run, as the GPU would fault."""
 
 
 @attrs.define(frozen=True, eq=False)

@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.primitive import Primitive
-from cake_core.primitives import compute, hopper, memory, sync
+from cake_core.primitives import compute, hopper, load, memory, reduce, sync, topk
 
 CORE_PRIMITIVES: tuple[type[Primitive], ...] = (
     memory.PRIMITIVES + compute.PRIMITIVES + sync.PRIMITIVES + hopper.PRIMITIVES
+    + load.PRIMITIVES + reduce.PRIMITIVES + topk.PRIMITIVES
 )
 
 

@@ -75,6 +75,8 @@ class TmaLoad(Primitive):
 
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src = op.outs[0], op.ins[0]
+        if not _whole_rows(dst.index):
+            raise NotLowerable("a TMA destination is a whole buffer stage (CR118)")
         tmap = ctx.tensor_map_for(src, dst)
         sh = ctx.sview(dst)
         g = ctx.gview(src)
@@ -238,6 +240,11 @@ class Wgmma(Primitive):
         acc = ctx.rview(op.outs[0])
         a_op, b_op = op.ins
         a, b = ctx.sview(a_op), ctx.sview(b_op)
+        for o in (a_op, b_op):
+            if len(o.index) > 1 and not _whole_rows(o.index[1:]):
+                raise NotLowerable("wgmma operands span their buffer's whole k extent from column 0 (CR119)")
+        if b_op.index and not _whole_rows(b_op.index[:1]):
+            raise NotLowerable("wgmma's `b` operand starts at row 0 of its stage")
         for v in (a, b):
             if v.swizzle != "128B":
                 raise NotLowerable("wgmma operands are read from 128B-swizzled K-major buffers here")
@@ -277,6 +284,17 @@ class Wgmma(Primitive):
         f = 2.0 * sc[0] * sc[1] * sa[1]
         return CostTerms(flops=f, tensor_flops=f, shared_bytes=_tile_bytes(op.ins[0]) + _tile_bytes(op.ins[1]),
                          dtype=str(op.ins[0].dtype))  # fmt: skip
+
+
+def _whole_rows(index) -> bool:
+    """Every index item covers its dimension from 0: ``:`` or ``0 : +size``."""
+    for item in index:
+        if isinstance(item, n.All):
+            continue
+        if isinstance(item, n.Span) and isinstance(item.start, n.Num) and item.start.value == 0:
+            continue
+        return False
+    return True
 
 
 def _panel_origin(ctx, o, view) -> str:
@@ -328,8 +346,14 @@ class WgmmaWait(Primitive):
 class FenceProxyAsync(Primitive):
     name = "fence.proxy_async"
     summary = "order this thread's generic-proxy shared-memory writes before later async-proxy accesses"
+    doc = (
+        "Declares `proxy_fence = True`: verifier rules (cake-rules-core CR117) recognise an async-proxy fence "
+        "by that class attribute on a primitive without operands, never by its name."
+    )
     requires = frozenset({Feature.TMA})
     signature = Signature()
+    #: an async-proxy fence (read by `cake_core.verify.facts.is_proxy_fence`)
+    proxy_fence = True
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass

@@ -30,7 +30,9 @@ interpreter never looks at primitive names. Per execution, in order:
    committed groups ``G`` of this agent;
 4. resolve every tile operand to a region; an unmasked access outside its tensor is a fault (CS001)
    that stops the run; check the accesses for races (CS003);
-5. ``execute`` through :class:`ExecContext`; a read of never-written elements is CS002. Writes
+5. ``execute`` through :class:`ExecContext`; a read of never-written elements is CS002; a fault that
+   depends on data (:class:`~cake_core.ir.primitive.ExecFault`: a scatter index outside its tensor)
+   is CS001 and stops the run. Writes
    through ``asynchronous`` effects are held in a *transfer* (values as at issue) instead of landing:
    in the agent's open group ``G`` when the primitive has ``group = G`` (it lands at the group wait);
    otherwise in flight until the machine completes it. A transfer signals every barrier operand with
@@ -100,7 +102,7 @@ from cake_core.hostdata import encode, storage_dtype
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS, EvalError, evaluate
 from cake_core.ir.location import UNKNOWN, Loc
-from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Operand, Primitive
+from cake_core.ir.primitive import Access, BarrierAction, Effect, ExecFault, Kind, Operand, Primitive
 from cake_core.ir.sema import CheckedModule, KernelModel, LaunchModel, RoleInfo, TypedOpImpl, kernel_spec
 from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.semantics import codes
@@ -743,7 +745,7 @@ class _Run:
         for e in info.tiles:
             region = regions[e.operand.slot.name]
             for access in _accesses(e):
-                for c in cta.tracker.check(actor, region, access, transfer, e.asynchronous):
+                for c in cta.tracker.check(actor, region, access, transfer, e.asynchronous, atomic=e.atomic):
                     self.race(a, info, c, e.operand.expr.loc)
 
         # 5. execute
@@ -752,6 +754,10 @@ class _Run:
         except NotImplementedError as exc:
             raise _Stop(self.finding(codes.NO_SEMANTICS, op.loc, f"`{op.name}` cannot run on the CPU: {exc}", a,
                                      fatal=True))  # fmt: skip
+        except ExecFault as exc:
+            # a data-dependent fault (a scatter index outside its tensor): the GPU would fault here
+            raise _Stop(self.finding(codes.OUT_OF_BOUNDS, op.loc, f"`{op.name}`: {exc}", a, fatal=True,
+                                     label="index outside the tensor"))  # fmt: skip
 
         for e in info.tiles:
             region = regions[e.operand.slot.name]
@@ -763,7 +769,7 @@ class _Run:
                     transfer.reads.append(region)
             else:
                 for access in _accesses(e):
-                    cta.tracker.record(region, access, a.comp, t, op.loc, a.who, op.name)
+                    cta.tracker.record(region, access, a.comp, t, op.loc, a.who, op.name, atomic=e.atomic)
         if transfer is not None:
             for e in info.completes:
                 nbytes = int(self.effect_value(a, e.amount, op)) if e.amount is not None else transfer.nbytes

@@ -26,8 +26,13 @@ it reads or writes, is a race whatever the clocks say — except between operati
 asynchronous group, which one unit processes in issue order. Asynchronous accesses are checked when
 issued and recorded when they complete.
 
+Atomic read-modify-writes (effects whose slot declares ``atomic``, like ``atomic.add``) do not race
+with each other, whatever the clocks say: the memory system serializes them. They race with plain
+reads and writes like any access.
+
 Cost is bounded by keeping records per region, not per element: a write drops every record its box
-contains, and a read replaces the same component's reads its box contains.
+contains, and a read replaces the same component's reads its box contains. An atomic access, which
+other components' atomics need not be ordered with, replaces only its own component's atomic records.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class Record:
     loc: Loc
     who: str  # "role `main`", "`cp.async` issued by role `producer`"
     op: str  # the operation's name
+    atomic: bool = False  # an atomic read-modify-write
 
 
 @attrs.define(eq=False, slots=True)
@@ -136,12 +142,13 @@ class Tracker:
     # -- checks -------------------------------------------------------------------------------------
 
     def check(self, actor: Actor, region: Region, access: str, own: Transfer | None = None,
-              chained: bool = False) -> Iterator[Conflict]:  # fmt: skip
+              chained: bool = False, atomic: bool = False) -> Iterator[Conflict]:  # fmt: skip
         """Conflicts of ``actor`` reading or writing ``region``.
 
         ``own``: the operation's own new transfer. ``chained``: the access is one of that transfer's
         (asynchronous); it is then ordered after the in-flight transfers of the same group of the same
-        issuer, which one asynchronous unit processes in issue order.
+        issuer, which one asynchronous unit processes in issue order. ``atomic``: the access is an
+        atomic read-modify-write, which does not conflict with other atomic accesses.
         """
         if region.empty:
             return
@@ -162,6 +169,8 @@ class Tracker:
         if recs is None:
             return
         for w in recs.writes:
+            if atomic and w.atomic:
+                continue
             if overlaps(w.box, box) and not actor.ordered_after(w):
                 if access == "read":
                     yield Conflict("raw", store, _meet(w.box, box), access, other=w)
@@ -169,6 +178,8 @@ class Tracker:
                     yield Conflict("waw", store, _meet(w.box, box), access, other=w)
         if access == "write":
             for r in recs.reads:
+                if atomic and r.atomic:
+                    continue
                 if overlaps(r.box, box) and not actor.ordered_after(r):
                     yield Conflict("war", store, _meet(r.box, box), access, other=r)
 
@@ -191,13 +202,25 @@ class Tracker:
 
     # -- records ------------------------------------------------------------------------------------
 
-    def record(self, region: Region, access: str, comp: int, clock: int, loc: Loc, who: str, op: str) -> None:
+    def record(self, region: Region, access: str, comp: int, clock: int, loc: Loc, who: str, op: str,
+               atomic: bool = False) -> None:  # fmt: skip
         store = region.store
         if region.empty or not store.tracked:
             return
         recs = self.records.setdefault(id(store), _Records())
-        rec = Record(region.box, comp, clock, loc, who, op)
+        rec = Record(region.box, comp, clock, loc, who, op, atomic)
         box = region.box
+        if atomic:
+            # other atomics need not be ordered with this one, so it stands in for none of theirs, nor
+            # for plain accesses (a later atomic skips it, not them): it replaces its own atomics only
+            same = [w for w in (recs.writes if access == "write" else recs.reads)
+                    if not (w.atomic and w.comp == comp and contains(box, w.box))]  # fmt: skip
+            same.append(rec)
+            if access == "write":
+                recs.writes = same
+            else:
+                recs.reads = same
+            return
         if access == "write":
             recs.writes = [w for w in recs.writes if not contains(box, w.box)]
             recs.reads = [r for r in recs.reads if not contains(box, r.box)]

@@ -5,6 +5,11 @@
   findings merged across specializations and sorted;
 * :mod:`cake_core.verify.domain` — reasoning about run-time sizes (bounds and divisibility over the
   whole shape domain), for rules to use;
+* :mod:`cake_core.verify.facts` — each kernel model's operations with their declared effects and
+  features, indexed once and shared by every rule;
+* :mod:`cake_core.verify.protocol` — the synchronization protocol of one CTA simulated at concrete
+  sizes: each role instance's trace of barrier actions and shared accesses, and their replay with the
+  mbarrier semantics (hazards, deadlocks), for the protocol rules;
 * :mod:`cake_core.verify.expectations` — the inline-expectation test harness rule packs share.
 """
 

@@ -5,13 +5,14 @@
 # centroid tile into a running argmin in registers. Distances never leave the SM.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
-  buffer c_sq: global f32[B, K]
+  # rows of c_sq padded to a multiple of 4 floats: the tensor map over it needs 16-byte row strides
+  buffer c_sq: global f32[B, cdiv(K, 4) * 4]
   launch centroid_norms(c, c_sq)
   launch assign(x, c, c_sq, out)
 
 # ||c||^2 for every centroid, one row per thread
-kernel centroid_norms(c: global T[B, K, D], c_sq: global f32[B, K])
-  domain T in {bf16, f16}, B >= 1, K >= 1, D in {64, 128, 256}
+kernel centroid_norms(c: global T[B, K, D], c_sq: global f32[B, KP])
+  domain T in {bf16, f16}, B >= 1, K >= 1, KP >= K, D in {64, 128, 256}
   const R = 128
   grid (t, b) over (cdiv(K, R), B)
   cta warps 4
@@ -20,8 +21,8 @@ kernel centroid_norms(c: global T[B, K, D], c_sq: global f32[B, K])
     sumsq s <- c[b, t * R : +R, :], oob=zero
     store c_sq[b, t * R : +R] <- s, oob=skip
 
-kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, K], out: global i32[B, N])
-  domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
+kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP], out: global i32[B, N])
+  domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, KP % 4 == 0, KP >= K, D in {64, 128, 256}
   # 192 KiB of shared memory for every D: deeper rings where rows are short
   const BM = 128, BN = 128, WG = 2
   const S = 512 / D, XS = 256 / D

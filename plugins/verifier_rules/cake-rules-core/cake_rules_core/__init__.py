@@ -11,6 +11,18 @@ CR105     cp-async-size-alignment   cp.async sizes, tile rows, row pitches and s
 CR106     vector-access-alignment   other vectorized accesses (``bytes``, ``vector_bytes``, ldmatrix)
 CR107     mma-shape-dtype           mma.sync per-warp m16n8 tiles, k16 slices, bf16/f16 into f32
 CR108     unmasked-out-of-bounds    unmasked tile accesses in bounds for every size in the domain
+CR109     warpgroup-alignment       roles using wgmma, setmaxnreg or warpgroup instances are whole warpgroups
+CR110     setmaxnreg-limits         register budgets in 24..256 by 8, a cap at entry, increases within releases
+CR111     mbarrier-arrival-count    a barrier's count equals the arrivals one of its phases receives
+CR112     expect-tx-bytes           expect-tx bytes equal the full boxes of the copies of the same iteration
+CR113     mbarrier-parity           wait parities follow the phases of the ring's use index
+CR114     wait-never-completes      no barrier waited on that nobody arrives on, no phase never reached, no deadlock
+CR115     read-before-full          shared reads ordered after the writes (copies) that fill them
+CR116     overwrite-before-empty    shared writes ordered after the reads of what they overwrite
+CR117     missing-proxy-fence       generic-proxy writes read by the async proxy are fenced before published
+CR118     tma-box-and-alignment     tensor-map boxes, global strides and shared destinations of bulk copies
+CR119     wgmma-shape-and-operands  m64nNk16 shapes, one warpgroup, descriptor-addressable K-major operands
+CR120     swizzle-mismatch          every reader and writer of a buffer addresses its swizzle and padding
 ========  ========================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -26,10 +38,15 @@ from cake_core.verify.rule import Rule
 from cake_rules_core.alignment import CpAsyncSizeAlignment, VectorAccessAlignment
 from cake_rules_core.bounds import UnmaskedOutOfBounds
 from cake_rules_core.features import MissingFeature
+from cake_rules_core.hazards import MissingProxyFence, OverwriteBeforeEmpty, ReadBeforeFull
+from cake_rules_core.mbarrier import ExpectTxBytes, MbarrierArrivalCount, MbarrierParity, WaitNeverCompletes
 from cake_rules_core.mma import MmaShapeDtype
 from cake_rules_core.resources import RegisterBudget, SmemOverLimit, ThreadsAndWarps
+from cake_rules_core.tma import TmaBoxAndAlignment
+from cake_rules_core.warps import SetmaxnregLimits, WarpgroupAlignment
+from cake_rules_core.wgmma import SwizzleMismatch, WgmmaShapeAndOperands
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 RULES: tuple[type[Rule], ...] = (
     MissingFeature,
@@ -40,6 +57,18 @@ RULES: tuple[type[Rule], ...] = (
     VectorAccessAlignment,
     MmaShapeDtype,
     UnmaskedOutOfBounds,
+    WarpgroupAlignment,
+    SetmaxnregLimits,
+    MbarrierArrivalCount,
+    ExpectTxBytes,
+    MbarrierParity,
+    WaitNeverCompletes,
+    ReadBeforeFull,
+    OverwriteBeforeEmpty,
+    MissingProxyFence,
+    TmaBoxAndAlignment,
+    WgmmaShapeAndOperands,
+    SwizzleMismatch,
 )
 
 

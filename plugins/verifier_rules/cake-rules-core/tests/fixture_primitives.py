@@ -8,7 +8,10 @@ of primitive a plugin may bring; the rules know them only through the primitive 
 * ``fixture.ld`` is a vectorized global load whose width is a compile-time ``bytes`` attribute, with an
   optional bounds mask (CR106, CR108 through its declared effects);
 * ``fixture.st`` is a shared-memory store that declares its vector width through ``vector_bytes``
-  (CR106).
+  (CR106);
+* ``fixture.bulk_store`` is a bulk tensor store (shared -> global through the async proxy, like TMA's
+  ``cp.async.bulk.tensor`` store): CR117 finds the proxy fence its generic-proxy writers need, CR118
+  checks its tensor map, knowing it only by its declared effects.
 """
 
 from __future__ import annotations
@@ -62,7 +65,16 @@ class FixtureSharedStore(Primitive):
         return {"dst": 16}
 
 
+class FixtureBulkStore(Primitive):
+    name = "fixture.bulk_store"
+    summary = "copy a shared tile to a global tensor through the async proxy (a bulk tensor store)"
+    signature = Signature(
+        outs=[Slot("dst", {Kind.GLOBAL}, Access.WRITE, async_proxy=True, asynchronous=True, masked_always=True)],
+        ins=[Slot("src", {Kind.SHARED}, Access.READ, async_proxy=True, asynchronous=True)],
+    )
+
+
 @hookimpl
 def cake_register_primitives(register: Callable[[Primitive], None]) -> None:
-    for cls in (FixtureConvert, FixtureVectorLoad, FixtureSharedStore):
+    for cls in (FixtureConvert, FixtureVectorLoad, FixtureSharedStore, FixtureBulkStore):
         register(cls())

@@ -26,11 +26,25 @@ IDS = {
     "CR106": "vector-access-alignment",
     "CR107": "mma-shape-dtype",
     "CR108": "unmasked-out-of-bounds",
+    "CR109": "warpgroup-alignment",
+    "CR110": "setmaxnreg-limits",
+    "CR111": "mbarrier-arrival-count",
+    "CR112": "expect-tx-bytes",
+    "CR113": "mbarrier-parity",
+    "CR114": "wait-never-completes",
+    "CR115": "read-before-full",
+    "CR116": "overwrite-before-empty",
+    "CR117": "missing-proxy-fence",
+    "CR118": "tma-box-and-alignment",
+    "CR119": "wgmma-shape-and-operands",
+    "CR120": "swizzle-mismatch",
 }
 
 
 def test_rules_register_through_the_entry_point(plain_registry: plugins.Registry) -> None:
-    assert plain_registry.names("rules") == sorted(IDS)
+    mine = [n for n in plain_registry.names("rules") if plain_registry.registration("rules", n).plugin.distribution
+            == DISTRIBUTION]  # fmt: skip
+    assert mine == sorted(IDS) == [cls.name for cls in cake_rules_core.RULES]
     for rule_id, slug in IDS.items():
         reg = plain_registry.registration("rules", rule_id)
         assert reg.plugin.distribution == DISTRIBUTION and reg.plugin.version == cake_rules_core.__version__

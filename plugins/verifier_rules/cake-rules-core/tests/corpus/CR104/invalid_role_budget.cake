@@ -4,7 +4,7 @@
 kernel gemm_tile(out: global f32[M, 128])
   domain M >= 1
   grid (t) over (cdiv(M, 128))
-  cta warps 12
+  cta warps 12 occupancy 1
   role producer warps 0..4 regs 40:
     reg v: f32[128] layout rows
     fill v, value=0.0

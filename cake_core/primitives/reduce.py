@@ -1,0 +1,236 @@
+"""Scatter reductions and their finishing step: the vocabulary of the K-Means centroid update.
+
+* ``atomic.add dst <- src, index``: row ``r`` of the register tile ``src`` is added, atomically, to
+  row ``index[r]`` of ``dst`` (a slice of a global tensor or a shared buffer). The destination's
+  effect is an **atomic** read-modify-write (:attr:`cake_core.ir.primitive.Slot.atomic`): atomics from
+  different threads, warps or role instances do not race with each other, but they race with plain
+  reads and writes of the same region, which must be ordered by a barrier (or, across CTAs, by the
+  end of the launch).
+* ``segment.add dst <- src, keys``: the sorted-segmented alternative. Consecutive rows with equal keys
+  form a segment, summed first (in registers and warp shuffles on a GPU); one atomic add per segment
+  then lands in ``dst``. Its result equals ``atomic.add``'s up to the order of fp32 additions; it pays
+  off when the rows arrive sorted by key (points sorted by cluster), where most atomics disappear.
+  The sort itself is not part of the vocabulary yet.
+* ``rowdiv dst <- num, den[, fallback]``: ``dst[r, :] = num[r, :] / den[r]`` where ``den[r] != 0``,
+  else ``fallback[r, :]`` (or zero): the mean of each segment, keeping a previous value where a
+  segment is empty.
+
+The row indices are a register operand, not an attribute: attributes are expressions, one value per
+operation. Index faults depend on data, not on the operands' regions: an index outside ``dst``'s rows
+is skipped with ``oob=skip`` and raises :class:`~cake_core.ir.primitive.ExecFault` (the interpreter's
+CS001) without it, as an unguarded GPU store would fault or corrupt memory. The interpreter treats
+``dst`` as one region: all of it must hold defined values (zero it first), and race checks cover all
+of it, whichever rows the indices select.
+
+Interpreter semantics are exact and deterministic: one operation adds its rows in order, each
+addition rounded to ``dst``'s type (fp32 for f32); operations of different role instances land in
+the order the interpreter's (seeded) scheduler runs them. On a GPU the order of atomics varies from
+run to run, so float sums differ by rounding between runs; integer sums (counts) never do.
+
+Lowering: all three raise ``NotLowerable`` for now — they are lowered later (``red.global.add.f32`` /
+``atomicAdd`` per element, a warp-segmented scan before the atomics, one division per element).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import numpy as np
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.ir.primitive import (
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive,
+    Signature, Slot, TILES, TypedOp, numel, static_shape,
+)  # fmt: skip
+from cake_core.ir.types import DType
+from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank, rows_cols
+
+_ATOMIC_TYPES = frozenset({DType.F32, DType.F64, DType.I32, DType.U32})
+_OOB_SKIP = AttrSpec(
+    "oob", "word", choices=("skip", "none"),
+    doc="rows whose index lies outside `dst` are skipped; without it such an index faults",
+)  # fmt: skip
+
+
+class _ScatterAdd(Primitive):
+    """``dst[index[r], ...] += src[r, ...]`` for every row ``r``; subclasses decide how rows combine."""
+
+    index_slot: ClassVar[str] = "index"
+    segmented: ClassVar[bool] = False
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst, src, index = op.outs[0], op.ins[0], op.ins[1]
+        yield from need_static(op, src)
+        yield from need_rank(op, dst, (1, 2), "a [rows] or [rows, columns] destination")
+        yield from need_dtype(op, dst, _ATOMIC_TYPES, "a destination of f32, f64, i32 or u32 (what atomics add)")
+        yield from need_dtype(op, index, INTEGERS, "integer row indices")
+        yield from need_layout(op, src, ("rows",), "a `rows` register tile of values")
+        yield from need_layout(op, index, ("rows",), "a `rows` register tile of row indices")
+        sd, ss, si = dst.shape, static_shape(src), static_shape(index)
+        if ss and (len(ss) != len(sd) or (len(sd) == 2 and isinstance(sd[1], int) and ss[1] != sd[1])):
+            yield codes.TYPES.at(
+                op.op.loc, f"`{op.op.name}` adds rows of {shape_text(ss)} into rows of {shape_text(sd)}: the row "
+                "shapes differ", label="shape mismatch",
+            )  # fmt: skip
+        if ss and si and numel(si) != ss[0]:
+            yield codes.TYPES.at(
+                index.expr.loc, f"`{index.name}` holds {numel(si)} indices for the {ss[0]} rows of `{src.name}`"
+            )
+        if dst.dtype is not None and src.dtype is not None and dst.dtype.is_float != src.dtype.is_float:
+            yield codes.TYPES.at(
+                op.op.loc, f"`{op.op.name}` adds `{src.dtype}` values into `{dst.dtype}`: both float or both integer"
+            )
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        dst_o = op.outs[0]
+        dst = x.read("dst")
+        dst_shape = dst.shape
+        rows = dst_shape[0]
+        dst = dst.reshape(rows, -1)
+        src = x.read("src")
+        src = src.reshape(src.shape[0], -1).astype(dst.dtype)
+        keys = x.read(self.index_slot).reshape(-1).astype(np.int64)
+        inside = x.in_bounds("dst").reshape(rows, -1).any(axis=1)
+        valid = (keys >= 0) & (keys < rows)
+        valid[valid] = inside[keys[valid]]
+        if not valid.all() and not x.masked("dst"):
+            r = int(np.argmin(valid))
+            raise ExecFault(
+                f"row {r} of `{op.ins[1].name}` holds the index {int(keys[r])}, outside the {rows} rows of "
+                f"`{dst_o.name}`; mask the scatter with `oob=skip` if such rows are meant to be dropped"
+            )
+        if self.segmented:
+            # runs of equal consecutive keys; each run is summed first, then added once
+            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
+            sums = np.add.reduceat(src, starts, axis=0) if keys.size else src[:0]
+            run_keys, run_valid = keys[starts], valid[starts]
+            np.add.at(dst, run_keys[run_valid], sums[run_valid])
+        else:
+            np.add.at(dst, keys[valid], src[valid])
+        x.write("dst", dst.reshape(dst_shape))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        raise NotLowerable(f"`{self.name}` is lowered later (an atomic add per element)")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        dst, src = op.outs[0], op.ins[0]
+        elems = numel(static_shape(src) or (0,))
+        traffic = 2.0 * elems * (dst.dtype.bytes if dst.dtype else 4)  # read and write at the L2 / in shared
+        flops = float(elems) if dst.dtype is not None and dst.dtype.is_float else 0.0
+        if dst.kind is Kind.GLOBAL:
+            return CostTerms(flops=flops, global_bytes=traffic)
+        return CostTerms(flops=flops, shared_bytes=traffic)
+
+
+class AtomicAdd(_ScatterAdd):
+    name = "atomic.add"
+    summary = "add each row of a register tile, atomically, to the row of `dst` its index selects"
+    doc = (
+        "`atomic.add dst <- src, index, oob=skip`: for r in order, `dst[index[r], :] += src[r, :]` (or "
+        "`dst[index[r]] += src[r]` for vectors), each addition rounded to `dst`'s type. `dst` is a slice of "
+        "a global tensor or a shared buffer, of f32, f64, i32 or u32; its effect is an atomic read-modify-"
+        "write, which does not race with other atomics but does with plain accesses. With `oob=skip`, rows "
+        "whose index is outside `dst` (an index tile loaded with `oob=fill, value=-1` past a ragged edge) are "
+        "skipped; without it they fault. Lowered later."
+    )
+    signature = Signature(
+        outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
+                   doc="rows [K] or [K, C] the indices select among")],
+        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout"),
+             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `dst`, `rows` layout")],
+        attrs=[_OOB_SKIP],
+    )  # fmt: skip
+
+
+class SegmentAdd(_ScatterAdd):
+    name = "segment.add"
+    index_slot = "keys"
+    segmented = True
+    summary = "sum runs of rows with equal consecutive keys, then add each run once, atomically, to `dst`"
+    doc = (
+        "`segment.add dst <- src, keys, oob=skip`: the rows of `src` split into maximal runs of equal "
+        "consecutive `keys`; each run is summed (in `dst`'s type) and added once to `dst[key]`. Same result "
+        "as `atomic.add` up to the order of float additions; far fewer atomics when rows come sorted by key. "
+        "Same effects, masking and faults as `atomic.add`. Its cost terms charge one atomic per row, an "
+        "upper bound (the runs are not known statically). Lowered later (a warp-segmented scan, then one "
+        "atomic per run)."
+    )
+    signature = Signature(
+        outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
+                   doc="rows [K] or [K, C] the keys select among")],
+        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout"),
+             Slot("keys", {Kind.REGISTERS}, doc="[R] row indices into `dst`, best sorted, `rows` layout")],
+        attrs=[_OOB_SKIP],
+    )  # fmt: skip
+
+
+class RowDiv(Primitive):
+    name = "rowdiv"
+    summary = "dst[r, :] = num[r, :] / den[r] where den[r] != 0, else fallback[r, :] (or zero)"
+    doc = (
+        "The division of a segmented sum by its count, in fp32: `num` [R, C] (or [R]) floats, `den` [R] "
+        "counts (integer or float), `fallback` [R, C] what a row with `den[r] == 0` gets (zero when not "
+        "given). Memory operands are read with `oob=zero` (elements outside read as 0: such rows fall back). "
+        "Lowered later."
+    )
+    signature = Signature(
+        outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
+        ins=[
+            Slot("num", TILES, mask_attr="oob"),
+            Slot("den", TILES, mask_attr="oob"),
+            Slot("fallback", TILES, mask_attr="oob", optional=True),
+        ],
+        attrs=[AttrSpec("oob", "word", choices=("zero", "none"), doc="out-of-bounds elements read as zero")],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst, num, den = op.outs[0], op.ins[0], op.ins[1]
+        fallback = op.ins[2] if len(op.ins) > 2 else None
+        for o in op.outs + op.ins:
+            yield from need_static(op, o)
+        yield from need_layout(op, dst, ("rows",), "a `rows` register tile")
+        yield from need_dtype(op, dst, frozenset({DType.F32}), "an f32 result")
+        yield from need_rank(op, num, (1, 2), "a [R] or [R, C] numerator")
+        sd, sn, sden = static_shape(dst), static_shape(num), static_shape(den)
+        if sd and sn and numel(sd) != numel(sn):
+            yield codes.TYPES.at(op.op.loc, f"`rowdiv` of {shape_text(sn)} into {shape_text(sd)}: the shapes differ")
+        r, _ = rows_cols(num)
+        if r is not None and sden and numel(sden) != r:
+            yield codes.TYPES.at(den.expr.loc, f"`{den.name}` holds {numel(sden)} divisors for {r} rows")
+        if fallback is not None and sn and static_shape(fallback) and numel(static_shape(fallback)) != numel(sn):
+            yield codes.TYPES.at(
+                fallback.expr.loc, f"the fallback `{fallback.name}` does not match the numerator's shape"
+            )
+        for o in (num, fallback):
+            if o is not None and o.dtype is not None and not o.dtype.is_float:
+                yield codes.TYPES.at(o.expr.loc, f"`rowdiv` divides float rows; `{o.name}` holds `{o.dtype}`")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        num = x.read("num").astype(np.float32)
+        rows = num.shape[0]
+        num = num.reshape(rows, -1)
+        den = x.read("den").reshape(rows, 1).astype(np.float32)
+        if len(op.ins) > 2:
+            other = x.read("fallback").astype(np.float32).reshape(rows, -1)
+        else:
+            other = np.zeros_like(num)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(den != 0, num / np.where(den != 0, den, np.float32(1)), other).astype(np.float32)
+        x.write("dst", out.reshape(static_shape(op.outs[0])))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        raise NotLowerable("`rowdiv` is lowered later")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        elems = numel(static_shape(op.outs[0]) or (0,))
+        gbytes = sum(numel(static_shape(o) or (0,)) * (o.dtype.bytes if o.dtype else 4)
+                     for o in op.ins if o.kind is Kind.GLOBAL)  # fmt: skip
+        sbytes = sum(numel(static_shape(o) or (0,)) * (o.dtype.bytes if o.dtype else 4)
+                     for o in op.ins if o.kind is Kind.SHARED)  # fmt: skip
+        return CostTerms(flops=float(elems), global_bytes=gbytes, shared_bytes=sbytes)
+
+
+PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, RowDiv)

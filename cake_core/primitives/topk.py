@@ -1,0 +1,229 @@
+"""The fused top-k epilogue: the k smallest scores per row, kept as loop-carried register state.
+
+The top-k analogue of ``argmin.update`` / ``argmin.reduce`` (:mod:`cake_core.primitives.compute`):
+
+* ``topk.update vals, idx <- tile, bias, base=B, k=K, scale=S, split=P``: fold a tile of scores into
+  a running, sorted list of the ``K`` best ``(value, index)`` pairs per row. The score of column ``j``
+  of row ``r`` is ``bias[j] + S * tile[r, j]`` (``||x||^2 - 2 q.x`` for nearest neighbours) and its
+  index ``B + j``. The state ``vals`` f32 / ``idx`` i32 is ``[R * P, K]`` in the `rows` layout: with
+  ``split=P`` the ``P`` threads that share a row each keep a list for the columns ``j`` with
+  ``j % P == p`` (state row ``r * P + p``), so a row's work is spread over ``P`` threads.
+* ``topk.reduce vals, idx <- part_vals, part_idx, k=K``: merge the partial lists of every row — the
+  ``P`` lists of a split state (``[R * P, KP]``), and/or one list per role instance gathered in a
+  staged shared buffer (``[S][R * P, KP]``) — into the ``K`` best per row, ``[R, K]``.
+
+Order and ties are exact and deterministic: pairs compare by value, then by index read as an
+unsigned 32-bit number, so of equal scores the smaller index wins and the empty slot ``(inf, -1)``
+(what ``fill vals, value=inf`` / ``fill idx, value=-1`` start from) loses to every real candidate.
+Lists are kept sorted ascending. Columns whose ``bias`` is out of bounds (``oob=skip``), whose index
+reaches ``limit``, or whose score is NaN are never candidates. A row with fewer than ``K`` candidates
+keeps empty slots. Scores are computed in float64 and rounded once to fp32, as ``fmaf`` does.
+
+The tile comes from a `rows` register tile or from shared memory (an ``mma.sync`` / ``wgmma``
+accumulator is stored there first). Folding a fragment accumulator in place needs a per-row state of
+``K`` values in a fragment layout, which the layouts do not have yet.
+
+Lowering: both raise ``NotLowerable`` for now — lowered later (an insertion into a sorted register
+list per candidate that beats the K-th; warp shuffles between the ``P`` threads of a row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.ir.primitive import (
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature, Slot,
+    TypedOp, numel, static_shape,
+)  # fmt: skip
+from cake_core.ir.types import DType
+from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._vocab import need_dtype, need_layout
+
+_F32 = frozenset({DType.F32})
+_I32 = frozenset({DType.I32})
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+def select_best(vals: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest (value, unsigned 32-bit index) pairs of every row of ``vals``/``idx``, sorted.
+
+    ``vals`` float32 and ``idx`` int64 are [rows, candidates] with at least ``k`` candidates. NaN values
+    sort after everything (they are never produced as candidates).
+    """
+    order = np.lexsort((idx & _MASK32, vals), axis=1)[:, :k]
+    return np.take_along_axis(vals, order, axis=1), np.take_along_axis(idx, order, axis=1)
+
+
+class TopkUpdate(Primitive):
+    name = "topk.update"
+    summary = "fold a tile of scores into running per-row lists of the k smallest (value, index) pairs"
+    doc = (
+        "Score of column j of row r: `bias[j] + scale * tile[r, j]`, index `base + j`. With `split=P`, the "
+        "state `[R * P, k]` keeps, in row `r * P + p`, the k best of the columns with `j % P == p`. Lists "
+        "stay sorted by (value, unsigned index); columns with out-of-bounds bias (`oob=skip`), with "
+        "`base + j >= limit`, or with a NaN score are never candidates. Lowered later."
+    )
+    signature = Signature(
+        outs=[Slot("vals", {Kind.REGISTERS}, Access.READWRITE, doc="f32 [R * split, k], `rows` layout"),
+              Slot("idx", {Kind.REGISTERS}, Access.READWRITE, doc="i32 [R * split, k], `rows` layout")],
+        ins=[Slot("tile", {Kind.REGISTERS, Kind.SHARED}, doc="f32 [R, C] scores (a `rows` tile or shared)"),
+             Slot("bias", {Kind.GLOBAL, Kind.SHARED}, mask_attr="oob", doc="[C] per-column bias")],
+        attrs=[
+            AttrSpec("base", "int", required=True, doc="index of the tile's first column"),
+            AttrSpec("k", "const", required=True, doc="pairs kept per list: the state's columns"),
+            AttrSpec("scale", "float", default=1.0),
+            AttrSpec("limit", "int", doc="columns with `base + j >= limit` are skipped"),
+            AttrSpec("split", "const", default=1, doc="threads sharing a row, each with its own list"),
+            AttrSpec("oob", "word", choices=("skip", "none"), doc="columns whose bias is out of bounds are skipped"),
+        ],
+    )  # fmt: skip
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        vals, idx, tile, bias = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
+        yield from need_dtype(op, vals, _F32, "f32 values")
+        yield from need_dtype(op, idx, _I32, "i32 indices")
+        yield from need_dtype(op, tile, _F32, "an f32 tile of scores")
+        yield from need_layout(op, vals, ("rows",), "per-row state in the `rows` layout")
+        yield from need_layout(op, idx, ("rows",), "per-row state in the `rows` layout")
+        yield from need_layout(
+            op, tile, ("rows",),
+            "a `rows` register tile or a shared tile (store an `mma_acc`/`wgmma_acc` accumulator to shared "
+            "memory first: a fragment layout holding k values per row does not exist yet)",
+        )  # fmt: skip
+        yield from need_static(op, tile)
+        k = ctx.const(op.attr("k")) if op.attr("k") is not None else None
+        split_e = op.attr("split")
+        split = ctx.const(split_e) if split_e is not None else 1
+        if k is not None and k < 1:
+            yield codes.ATTRIBUTES.at(op.op.loc, f"`k` must be at least 1, not {k}")
+        if split is not None and split < 1:
+            yield codes.ATTRIBUTES.at(op.op.loc, f"`split` must be at least 1, not {split}")
+            split = None
+        st = static_shape(tile)
+        if st is not None and len(st) != 2:
+            yield codes.TYPES.at(tile.expr.loc, f"`topk.update` folds a [rows, columns] tile, not {shape_text(st)}")
+            return
+        for o in (vals, idx):
+            so = static_shape(o)
+            if so is None:
+                continue
+            want = (st[0] * split if st and split else None, k)
+            if len(so) != 2 or (want[0] is not None and so[0] != want[0]) or (k is not None and so[1] != k):
+                wtxt = f"[{want[0] if want[0] is not None else '?'}, {k if k is not None else '?'}]"
+                yield codes.TYPES.at(
+                    o.expr.loc, f"the state `{o.name}` is {shape_text(so)}; rows * split by k is {wtxt}",
+                    label="state shape", help="declare the state `[R * split, k]` for a tile of R rows",
+                )  # fmt: skip
+        sb = static_shape(bias)
+        if st and sb is not None and numel(sb) != st[1]:
+            yield codes.TYPES.at(bias.expr.loc, f"the bias has {numel(sb)} columns, the tile {st[1]}")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        tile = x.read("tile").astype(np.float64)
+        rows, cols = tile.shape
+        bias = x.read("bias").astype(np.float64).reshape(-1)
+        valid = x.in_bounds("bias").reshape(-1).copy()
+        base = int(x.attr("base"))
+        if x.attr("limit") is not None:
+            valid &= base + np.arange(cols) < int(x.attr("limit"))
+        k = int(x.attr("k"))
+        split = int(x.attr("split", 1))
+        with np.errstate(invalid="ignore", over="ignore"):
+            score = (bias[None, :] + float(x.attr("scale", 1.0)) * tile).astype(np.float32)
+        ok = valid[None, :] & ~np.isnan(score)
+        cand_v = np.where(ok, score, np.float32(np.inf)).astype(np.float32)
+        cand_i = np.where(ok, base + np.arange(cols)[None, :], -1).astype(np.int64)
+        vals = x.read("vals").astype(np.float32).reshape(rows * split, k)
+        idx = x.read("idx").astype(np.int64).reshape(rows * split, k)
+        for p in range(split):
+            cols_p = slice(p, cols, split)
+            v, i = select_best(
+                np.concatenate([vals[p::split], cand_v[:, cols_p]], axis=1),
+                np.concatenate([idx[p::split], cand_i[:, cols_p]], axis=1), k,
+            )  # fmt: skip
+            vals[p::split], idx[p::split] = v, i
+        x.write("vals", vals.reshape(static_shape(op.outs[0])))
+        x.write("idx", idx.reshape(static_shape(op.outs[1])))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        raise NotLowerable("`topk.update` is lowered later (a sorted insertion per candidate that beats the k-th)")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        tile = op.ins[0]
+        elems = numel(static_shape(tile) or (0, 0))
+        # a fused multiply-add and a comparison with the list's k-th per candidate (insertions are rare)
+        return CostTerms(flops=3.0 * elems, shared_bytes=4.0 * elems if tile.kind is Kind.SHARED else 0.0)
+
+
+class TopkReduce(Primitive):
+    name = "topk.reduce"
+    summary = "merge the partial top-k lists of every row (split threads, role instances) into the k best"
+    doc = (
+        "`part_vals`/`part_idx` are `[R * P, KP]` (the P lists of a split state) or `[S, R * P, KP]` (S "
+        "such states, e.g. one per role instance in a staged shared buffer); the k best pairs of row r "
+        "over all its S * P * KP candidates, by (value, unsigned index), land in `vals`/`idx` `[R, k]`, "
+        "sorted. Lowered later (shuffles among the P threads of a row, a pass over shared partials)."
+    )
+    signature = Signature(
+        outs=[Slot("vals", {Kind.REGISTERS}, Access.WRITE, doc="f32 [R, k]"),
+              Slot("idx", {Kind.REGISTERS}, Access.WRITE, doc="i32 [R, k]")],
+        ins=[Slot("part_vals", {Kind.REGISTERS, Kind.SHARED}, doc="f32 partial lists"),
+             Slot("part_idx", {Kind.REGISTERS, Kind.SHARED}, doc="i32 partial lists")],
+        attrs=[AttrSpec("k", "const", required=True, doc="pairs kept per row")],
+    )  # fmt: skip
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        vals, idx, pv, pi = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
+        yield from need_dtype(op, vals, _F32, "f32 values")
+        yield from need_dtype(op, pv, _F32, "f32 values")
+        yield from need_dtype(op, idx, _I32, "i32 indices")
+        yield from need_dtype(op, pi, _I32, "i32 indices")
+        for o in (vals, idx, pv, pi):
+            yield from need_layout(op, o, ("rows",), "lists in the `rows` layout")
+            yield from need_static(op, o)
+        k = ctx.const(op.attr("k")) if op.attr("k") is not None else None
+        so, sp = static_shape(vals), static_shape(pv)
+        if so is None or sp is None or k is None:
+            return
+        if static_shape(idx) != so or static_shape(pi) != sp:
+            yield codes.TYPES.at(op.op.loc, "values and indices must have one shape, for the result and the partials")
+        if len(so) != 2 or so[1] != k:
+            yield codes.TYPES.at(vals.expr.loc, f"the result `{vals.name}` is {shape_text(so)}, not [rows, {k}]")
+            return
+        if len(sp) not in (2, 3) or sp[-2] % so[0]:
+            yield codes.TYPES.at(
+                pv.expr.loc, f"partials {shape_text(sp)} are not [R * P, KP] or [S, R * P, KP] for R = {so[0]} rows"
+            )
+            return
+        total = numel(sp) // so[0]
+        if total < k:
+            yield codes.TYPES.at(op.op.loc, f"each row has {total} partial candidates, fewer than k = {k}")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        k = int(x.attr("k"))
+        rows = static_shape(op.outs[0])[0]  # type: ignore[index]
+        pv = x.read("part_vals").astype(np.float32)
+        pi = x.read("part_idx").astype(np.int64)
+        sets = pv.shape[0] if pv.ndim == 3 else 1
+        kp = pv.shape[-1]
+        # [S, R * P, KP] -> [R, S * P * KP]: every candidate of row r
+        cand_v = pv.reshape(sets, rows, -1, kp).transpose(1, 0, 2, 3).reshape(rows, -1)
+        cand_i = pi.reshape(sets, rows, -1, kp).transpose(1, 0, 2, 3).reshape(rows, -1)
+        v, i = select_best(cand_v, cand_i, k)
+        x.write("vals", v)
+        x.write("idx", i)
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        raise NotLowerable("`topk.reduce` is lowered later (shuffles between the threads of a row)")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        pv = op.ins[0]
+        elems = numel(static_shape(pv) or (0,))
+        return CostTerms(flops=float(elems), shared_bytes=8.0 * elems if pv.kind is Kind.SHARED else 0.0)
+
+
+PRIMITIVES: tuple[type[Primitive], ...] = (TopkUpdate, TopkReduce)

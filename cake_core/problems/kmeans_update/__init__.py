@@ -1,0 +1,23 @@
+"""The built-in problem ``kmeans-update``: new centroids as the mean of each cluster's points.
+
+A built-in plugin: the plugin manager registers this module like any external one. Its schedule
+(``schedules/atomic.cake``) scatters points into per-cluster sums with ``atomic.add``; the primitives
+it needs run in the CPU interpreter and are lowered later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cake_core.hookspecs import hookimpl
+from cake_core.problems.kmeans_update.cells import CHECK_CELLS, DEFAULT_CELL
+from cake_core.problems.kmeans_update.problem import KMEANS_UPDATE, KMeansUpdate
+from cake_core.problems.problem import Problem
+
+__all__ = ["CHECK_CELLS", "DEFAULT_CELL", "KMEANS_UPDATE", "KMeansUpdate", "cake_register_problems"]
+
+
+@hookimpl
+def cake_register_problems(register: Callable[[Problem], None]) -> None:
+    """Register ``kmeans-update``."""
+    register(KMEANS_UPDATE)

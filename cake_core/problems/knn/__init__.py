@@ -1,0 +1,24 @@
+"""The built-in problem ``knn``: the k nearest points of every query, by squared Euclidean distance.
+
+A built-in plugin: the plugin manager registers this module like any external one. Its schedule
+(``schedules/fused_topk.cake``) streams tiles of points through shared memory, scores them on tensor
+cores and keeps a fused top-k in registers; the top-k primitives run in the CPU interpreter and are
+lowered later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cake_core.hookspecs import hookimpl
+from cake_core.problems.knn.cells import CHECK_CELLS, DEFAULT_CELL
+from cake_core.problems.knn.problem import KNN, Knn
+from cake_core.problems.problem import Problem
+
+__all__ = ["CHECK_CELLS", "DEFAULT_CELL", "KNN", "Knn", "cake_register_problems"]
+
+
+@hookimpl
+def cake_register_problems(register: Callable[[Problem], None]) -> None:
+    """Register ``knn``."""
+    register(KNN)

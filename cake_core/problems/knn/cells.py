@@ -1,0 +1,23 @@
+"""The cells of knn: the default one and every cell a candidate is checked on."""
+
+from __future__ import annotations
+
+from cake_core.problems.problem import Cell
+
+
+def _cell(b: int, m: int, n: int, d: int, k: int, dtype: str = "bf16", note: str = "") -> Cell:
+    return Cell({"B": b, "M": m, "N": n, "D": d, "K": k}, dtype, note)
+
+
+#: the baseline's cell: 4096 queries against 2^20 points of 128 dimensions, 10 neighbours
+DEFAULT_CELL = _cell(1, 4096, 1 << 20, 128, 10, note="PyTorch q @ x.T + topk: 85-96 ms on an H200")
+
+#: every cell a candidate must pass, the default first
+CHECK_CELLS: tuple[Cell, ...] = (
+    DEFAULT_CELL,
+    _cell(4, 1000, 100003, 128, 10, note="M and N ragged (N prime)"),
+    _cell(8, 512, 65536, 64, 1, note="k = 1: nearest neighbour only; D=64"),
+    _cell(1, 4096, 262144, 128, 32, note="k = 32: the largest lists"),
+    _cell(2, 2048, 131072, 256, 16, note="D=256"),
+    _cell(1, 4096, 1 << 20, 128, 10, "f16", note="the default cell in f16"),
+)

@@ -1,0 +1,13 @@
+# target: a100
+# Near miss: 384 threads at 80 registers take 30720 of the SM's 65536: two CTAs fit.
+kernel budgets(out: global f32[M, 128])
+  domain M >= 1
+  grid (t) over (cdiv(M, 128))
+  cta warps 12
+  role producer warps 0..4 regs 80:
+    reg v: f32[128] layout rows
+    fill v, value=0.0
+  role consumers warps 4..12 regs 80:
+    reg acc: f32[128, 128] layout mma_acc(4, 2)
+    fill acc, value=0.0
+    store out[t * 128 : +128, :] <- acc, oob=skip
