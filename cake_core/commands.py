@@ -12,6 +12,7 @@ import attrs
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.diagnostics.render import render_all, to_json
 from cake_core.errors import CakeUserError
+from cake_core.logs import get_logger
 
 
 def _print_json(obj: object) -> None:
@@ -107,6 +108,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     _, tgt, checked = loaded
+    log = get_logger("cake.compile")
     results = []
     failed = False
     for spec in _specs(checked, args.shape):
@@ -114,9 +116,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
             built = b.build(checked, tgt, spec, cache=not args.no_cache)
         except CompileError as exc:
             failed = True
+            log.info("nvrtc compile", file=args.file, target=tgt.name, arch=tgt.nvrtc_arch,
+                     specialization=spec.label, ok=False, error=str(exc))  # fmt: skip
             results.append({"specialization": spec.label, "ok": False, "error": str(exc), "log": exc.log})
             continue
         c = built.compiled
+        log.info("nvrtc compile", file=args.file, target=tgt.name, arch=tgt.nvrtc_arch, specialization=spec.label,
+                 ok=True, cache=c.cache_status, compile_s=round(c.compile_s, 4), wall_s=round(c.wall_s, 4),
+                 cubin_bytes=len(c.cubin))  # fmt: skip
         results.append({
             "specialization": spec.label, "ok": True, "target": tgt.name, "arch": tgt.nvrtc_arch,
             "nvrtc": ".".join(map(str, c.nvrtc_version)), "cubin_bytes": len(c.cubin), "cache": c.cache_status,

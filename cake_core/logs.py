@@ -22,9 +22,15 @@ def configure(fmt: str = "console", level: str = "warning") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
+
+
+def _stderr_logger(*args: object) -> structlog.PrintLogger:
+    """A logger writing to ``sys.stderr`` as it is when the event is logged, not when logging was
+    configured (so a replaced or closed stream, as under pytest's capture, is never written to)."""
+    return structlog.PrintLogger(file=sys.stderr)
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

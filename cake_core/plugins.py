@@ -3,13 +3,22 @@
 Environment:
     ``CAKE_PLUGINS``      comma-separated allow-list of distribution or entry-point names; when set,
                           only those entry points load (the core's built-in plugins always load).
-    ``CAKE_TRACE_HOOKS``  when non-empty, every hook call and its result are traced to stderr.
+    ``CAKE_TRACE_HOOKS``  when non-empty, every hook call, the plugin whose ``register`` it receives,
+                          and its result are traced to stderr.
+
+What the host refuses is a :class:`~cake_core.errors.CakeUserError` of one line naming the plugin and
+its distribution: the same name registered twice in one category (:class:`PluginConflictError`), an
+object that is not its category's interface or has no name, a hook name Cake does not define, a hook
+function without ``@hookimpl``, an argument a spec does not have, a plugin that fails to import or
+raises in a hook. ``docs/plugins.md`` is the contract for plugin authors.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
+import inspect
 import os
 import sys
 import types
@@ -20,14 +29,17 @@ import attrs
 import pluggy
 
 from cake_core import hookspecs
-from cake_core.errors import CakeUserError, PluginConflictError, UnknownNameError
+from cake_core.errors import CakeError, CakeUserError, PluginConflictError, UnknownNameError
 
 ALLOW_ENV = "CAKE_PLUGINS"
 TRACE_ENV = "CAKE_TRACE_HOOKS"
 ENTRY_POINT_GROUP = "cake"
 
 # Modules inside cake_core that register through the same hooks as any external plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("cake_core.primitives", "cake_core.problems.kmeans_assign")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "cake_core.primitives", "cake_core.problems.kmeans_assign", "cake_core.problems.kmeans_update",
+    "cake_core.problems.knn",
+)
 
 # hook name -> registry category, in the order categories are listed
 HOOK_CATEGORIES: dict[str, str] = {
@@ -105,12 +117,12 @@ class Registry:
         iface = interface_of(category)
         if not isinstance(obj, iface):
             raise CakeUserError(
-                f"plugin `{plugin.name}` ({plugin.distribution} {plugin.version}) registered a {what} "
-                f"that is not a {iface.__module__}.{iface.__qualname__}: {obj!r:.80}"
+                f"{_describe(plugin)} registered a {what} that is not a "
+                f"{iface.__module__}.{iface.__qualname__}: {' '.join(repr(obj).split()):.80}"
             )
-        name = obj.name
+        name = getattr(obj, "name", None)
         if not isinstance(name, str) or not name:
-            raise CakeUserError(f"plugin `{plugin.name}` registered a {what} without a name")
+            raise CakeUserError(f"{_describe(plugin)} registered a {what} without a name")
         prior = self._items[category].get(name)
         if prior is not None:
             a, b = prior.plugin, plugin
@@ -158,6 +170,51 @@ def _entry_points() -> Iterable[importlib.metadata.EntryPoint]:
     return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
 
+class _Register:
+    """The ``register`` callback one plugin's hook receives: files what it registers under that plugin.
+
+    Its ``repr`` names the category and the plugin, so ``CAKE_TRACE_HOOKS`` says whose hook is called.
+    """
+
+    __slots__ = ("_registry", "_category", "_plugin")
+
+    def __init__(self, registry: Registry, category: str, plugin: PluginInfo) -> None:
+        self._registry, self._category, self._plugin = registry, category, plugin
+
+    def __call__(self, obj: object) -> None:
+        self._registry._add(self._category, obj, self._plugin)
+
+    def __repr__(self) -> str:
+        p = self._plugin
+        return f"<register {self._category} of plugin `{p.name}` ({p.distribution} {p.version})>"
+
+
+def _describe(info: PluginInfo) -> str:
+    return f"plugin `{info.name}` ({info.distribution} {info.version})"
+
+
+def _check_hook_names(plugin: object, info: PluginInfo, pm: pluggy.PluginManager) -> None:
+    """Reject hook implementations Cake would never call: an unknown ``cake_*`` hook name, or a
+    ``cake_register_*`` function without ``@hookimpl`` (pluggy would skip it silently)."""
+    known = sorted(HOOK_CATEGORIES)
+    for attr in dir(plugin):
+        if not attr.startswith("cake_"):
+            continue
+        fn = getattr(plugin, attr, None)
+        if not inspect.isroutine(fn):
+            continue
+        marked = pm.parse_hookimpl_opts(plugin, attr) is not None
+        if attr not in HOOK_CATEGORIES and (marked or attr.startswith("cake_register_")):
+            close = difflib.get_close_matches(attr, known, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else f" (hooks: {', '.join(known)})"
+            raise CakeUserError(f"{_describe(info)} implements `{attr}`, a hook Cake does not define{hint}")
+        if attr in HOOK_CATEGORIES and not marked:
+            raise CakeUserError(
+                f"{_describe(info)} defines `{attr}` without `@hookimpl` "
+                f"(from cake_core.hookspecs), so Cake would never call it"
+            )
+
+
 def _make_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager("cake")
     pm.add_hookspecs(hookspecs)
@@ -181,7 +238,12 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
                 f"two plugins are named `{info.name}`: from {prior.distribution} {prior.version} "
                 f"and from {info.distribution} {info.version}"
             )
-        pm.register(plugin, name=info.name)
+        _check_hook_names(plugin, info, pm)
+        try:
+            pm.register(plugin, name=info.name)
+        except pluggy.PluginValidationError as exc:  # e.g. an argument the hook spec does not have
+            detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise CakeUserError(f"{_describe(info)} is not a valid Cake plugin: {detail}") from exc
         plugins[info.name] = info
 
     for modname in BUILTIN_PLUGINS:
@@ -198,7 +260,7 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
             module = ep.load()
         except Exception as exc:  # a broken third-party package is the user's environment, not our bug
             raise CakeUserError(
-                f"plugin `{ep.name}` from {dist} {version} failed to load: {type(exc).__name__}: {exc}"
+                f"plugin `{ep.name}` ({dist} {version}) failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         add(module, PluginInfo(ep.name, dist, version, ep.value, False))
 
@@ -207,7 +269,7 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
         add(plugin, PluginInfo(name, "(in-process)", "0", name, False))
 
     try:
-        pm.check_pending()
+        pm.check_pending()  # _check_hook_names catches these first, with a better message
     except pluggy.PluginValidationError as exc:
         raise CakeUserError(f"a plugin implements a hook Cake does not define: {exc}") from exc
 
@@ -218,7 +280,14 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
             caller = pm.subset_hook_caller(hook_name, remove_plugins=others)
             if not caller.get_hookimpls():
                 continue
-            caller(register=lambda obj, _c=category, _i=info: registry._add(_c, obj, _i))
+            try:
+                caller(register=_Register(registry, category, info))
+            except CakeError:
+                raise
+            except Exception as exc:  # a broken plugin is the user's environment, as a failed import is
+                raise CakeUserError(
+                    f"{_describe(info)} failed in `{hook_name}`: {type(exc).__name__}: {exc}"
+                ) from exc
     return registry
 
 

@@ -1,0 +1,211 @@
+"""One test per hook (``test_hook_<hook name>...``; ``test_docs.py`` checks every hook has one).
+
+Targets, primitives and problems go through real discovery of the installed ``cake-example-plugin``;
+rules through ``cake-rules-core`` where it is installed and an in-process rule; cost models, tactics
+and agents (no installed package registers one yet) through small in-process plugins implementing
+their Protocols. Each test checks that what a plugin registers lands under its category and its plugin,
+and that the object works through the registry."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import attrs
+import cake_example_plugin
+import numpy as np
+import pytest
+from cake_core import plugins
+from cake_core.cost.model import CostModel
+from cake_core.diagnostics.diagnostic import Diagnostic, Severity
+from cake_core.hookspecs import hookimpl
+from cake_core.ir import nodes as n
+from cake_core.ir.hashing import structural_hash
+from cake_core.ir.parser import parse
+from cake_core.ir.primitive import Access, Kind, Primitive
+from cake_core.ir.printer import print_module
+from cake_core.loop.agent import Agent
+from cake_core.loop.tactic import Tactic
+from cake_core.problems.problem import Problem
+from cake_core.target import Feature, Target
+from cake_core.verify.rule import Rule, RuleContext
+from cake_core.verify.runner import verify
+
+KERNEL = """\
+kernel k(x: global f32[N, 64], out: global f32[N, 64])
+  domain N >= 1
+  grid (t) over (cdiv(N, 64))
+  cta warps 4
+  role all warps 0..4:
+    scale.rows out[t * 64 : +64, :] <- x[t * 64 : +64, :], oob=skip
+"""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small implementations of the provisional Protocols (what a plugin author would write)
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.define
+class OpCountModel:
+    """A cost model: ``ms_per_op`` milliseconds per operation, refitted from measurements by ``update``."""
+
+    name: str = "op-count"
+    version: str = "1"
+    ms_per_op: float = 0.01
+
+    def predict(self, candidates: Sequence[n.Module], target: Target, shape: Mapping[str, int]) -> list[float]:
+        return [self.ms_per_op * _ops(m) for m in candidates]
+
+    def update(self, candidates: Sequence[n.Module], measured_ms: Sequence[float]) -> None:
+        ops = sum(_ops(m) for m in candidates)
+        if ops:
+            self.ms_per_op = sum(measured_ms) / ops
+
+
+def _ops(m: n.Module) -> int:
+    return sum(isinstance(s, n.Op) for k in m.kernels for r in k.roles for s in n.walk_stmts(r.body))
+
+
+@attrs.frozen
+class RenameKernels:
+    """A tactic that renames every kernel: the structural hash must not notice."""
+
+    name: str = "rename-kernels"
+
+    def apply(self, module: n.Module, target: Target, rng: random.Random) -> n.Module | None:
+        if module.program is not None:
+            return None  # launches name kernels; not handled by this small tactic
+        kernels = tuple(attrs.evolve(k, name=f"{k.name}_{rng.randrange(1000)}") for k in module.kernels)
+        return attrs.evolve(module, kernels=kernels)
+
+
+@attrs.frozen
+class EchoAgent:
+    """An agent that proposes its parents again, reprinted and reparsed."""
+
+    name: str = "echo"
+
+    def propose(
+        self, parents: Sequence[n.Module], feedback: Sequence[str], target: Target, count: int
+    ) -> list[n.Module]:
+        return [parse(print_module(p), p.path) for p in parents][:count]
+
+
+class EveryScaleRows(Rule):
+    """An advisory rule that points at every `scale.rows`, known only by name."""
+
+    name = "EX901"
+    slug = "every-scale-rows"
+    severity = Severity.WARNING
+    summary = "points at every `scale.rows`"
+    explanation = "\n".join(
+        ["## What it does", "Points.", "## Why is this bad?", "It is not.", "## Example", "```", "```",
+         "## Use instead", "```", "```"]  # fmt: skip
+    )
+
+    def check(self, ctx: RuleContext) -> Iterator[Diagnostic]:
+        for typed in ctx.ops():
+            if typed.prim.name == "scale.rows":
+                yield self.at(typed.op.loc, "a `scale.rows`")
+
+
+def _plugin(name: str, hook: str, *objects: object) -> object:
+    """An in-process plugin whose ``hook`` registers ``objects``."""
+
+    def impl(register: Callable[[object], None]) -> None:
+        for obj in objects:
+            register(obj)
+
+    return type("Plugin", (), {"__name__": name, hook: staticmethod(hookimpl(impl))})()
+
+
+# ---------------------------------------------------------------------------------------------------
+# One test per hook
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_hook_cake_register_targets() -> None:
+    reg = plugins.load()
+    r = reg.registration("targets", "example-gpu")
+    assert r.plugin.distribution == "cake-example-plugin" and r.plugin.version == "0.3.1"
+    t: Target = r.obj
+    # its own data, not the NVIDIA package's
+    assert (t.nvrtc_arch, t.compute_capability, t.architecture, t.vendor) == ("sm_89", (8, 9), "ada", "example")
+    assert t.features == {Feature.CP_ASYNC, Feature.LDMATRIX, Feature.MMA_SYNC, Feature.FP8}
+    assert t.data_version == "0.3.1" and t.sm_count == 60 and t.smem_per_block_optin == 101376
+    assert t == cake_example_plugin.load_target()
+    # every other target comes from a plugin too: the core holds no hardware facts
+    assert not any(reg.registration("targets", x).plugin.builtin for x in reg.names("targets"))
+    assert reg.registration("targets", "h200").plugin.distribution == "cake-targets-nvidia"
+
+
+def test_hook_cake_register_primitives() -> None:
+    reg = plugins.load()
+    r = reg.registration("primitives", "scale.rows")
+    assert r.plugin.name == "example"
+    prim: Primitive = r.obj
+    (dst,) = prim.signature.outs
+    assert (dst.name, dst.kinds, dst.access, dst.mask_attr) == ("dst", {Kind.GLOBAL}, Access.WRITE, "oob")
+    assert prim.requires == frozenset()  # lowers for every architecture
+    # the core's primitives come through the same hook, from the built-in plugin
+    assert reg.registration("primitives", "store").plugin.distribution == "cake-core"
+
+
+def test_hook_cake_register_rules() -> None:
+    reg = plugins.load(extra=[_plugin("every-scale-rows", "cake_register_rules", EveryScaleRows())])
+    r = reg.registration("rules", "EX901")
+    assert r.plugin.distribution == "(in-process)"
+    diags = verify(parse(KERNEL, "k.cake"), reg.get("targets", "example-gpu"), reg)
+    mine = [d for d in diags if d.code == "EX901"]
+    assert [(d.primary.line, d.severity, d.plugin) for d in mine] == [(6, Severity.WARNING, "(in-process)")]
+    if "CR108" in reg.names("rules"):  # the installed hard-gate pack registers through the same hook
+        assert reg.registration("rules", "CR108").plugin.distribution == "cake-rules-core"
+
+
+def test_hook_cake_register_cost_models() -> None:
+    model = OpCountModel()
+    reg = plugins.load(extra=[_plugin("op-count", "cake_register_cost_models", model)])
+    got: CostModel = reg.get("cost_models", "op-count")
+    assert got is model and isinstance(got, CostModel)
+    target = reg.get("targets", "example-gpu")
+    module = parse(KERNEL, "k.cake")
+    assert got.predict([module], target, {"N": 64}) == [pytest.approx(0.01)]
+    got.update([module], [0.5])
+    assert got.predict([module], target, {"N": 64}) == [pytest.approx(0.5)]
+
+
+def test_hook_cake_register_tactics() -> None:
+    reg = plugins.load(extra=[_plugin("rename", "cake_register_tactics", RenameKernels())])
+    tactic: Tactic = reg.get("tactics", "rename-kernels")
+    assert isinstance(tactic, Tactic)
+    module = parse(KERNEL, "k.cake")
+    renamed = tactic.apply(module, reg.get("targets", "example-gpu"), random.Random(1))
+    assert renamed is not None and renamed.kernels[0].name != "k"
+    assert structural_hash(renamed) == structural_hash(module)
+
+
+def test_hook_cake_register_agents() -> None:
+    reg = plugins.load(extra=[_plugin("echo", "cake_register_agents", EchoAgent())])
+    agent: Agent = reg.get("agents", "echo")
+    assert isinstance(agent, Agent)
+    parent = parse(KERNEL, "k.cake")
+    (child,) = agent.propose([parent, parent], ["feedback"], reg.get("targets", "h200"), 1)
+    assert structural_hash(child) == structural_hash(parent)
+
+
+def test_hook_cake_register_problems() -> None:
+    reg = plugins.load()
+    r = reg.registration("problems", "scale-rows")
+    assert (r.plugin.distribution, r.plugin.version) == ("cake-example-plugin", "0.3.1")
+    problem: Problem = r.obj
+    assert isinstance(problem, Problem)
+    shape, dtype = {"N": 5, "D": 64}, "bf16"
+    inputs = problem.make_inputs(shape, dtype, seed=7)
+    good = problem.reference(inputs, shape, dtype)
+    assert problem.check(inputs, good, shape, dtype).passed
+    bad = {"out": good["out"].copy()}
+    bad["out"][3, 10] ^= np.uint16(1)  # one bf16 ulp off
+    report = problem.check(inputs, bad, shape, dtype)
+    assert not report.passed and report.violations == 1 and report.first[0].position == (3, 10)
+    assert reg.registration("problems", "kmeans-assign").plugin.distribution == "cake-core"
