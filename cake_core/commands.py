@@ -20,20 +20,33 @@ def _print_json(obj: object) -> None:
 
 
 def _load_checked(path: str, target_name: str, as_json: bool):
-    """Parse and type-check; on errors, print them and return None (the caller exits 1)."""
+    """Parse, type-check and run every verifier rule for the target: the gates any build passes first.
+    On errors, print them and return None (the caller exits 1); warnings are printed and kept going."""
     from cake_core.lower import build as b
+    from cake_core.verify.runner import verify
 
     tgt = b.target(target_name)
     try:
         src = b.load(path)
-        return src, tgt, b.check(src, tgt)
     except DiagnosticError as exc:
-        text = Path(path).read_text() if Path(path).exists() else ""
-        if as_json:
-            sys.stdout.write(to_json(exc.diagnostics) + "\n")
-        else:
-            sys.stderr.write(render_all(exc.diagnostics, {path: text}) + "\n")
+        _show(exc.diagnostics, path, as_json)
         return None
+    diags = verify(src.module, tgt)
+    if diags and (as_json or any(d.is_error for d in diags)):
+        _show(diags, path, as_json)
+    elif diags:
+        _show(diags, path, False)
+    if any(d.is_error for d in diags):
+        return None
+    return src, tgt, b.check(src, tgt)
+
+
+def _show(diags, path: str, as_json: bool) -> None:
+    text = Path(path).read_text() if Path(path).exists() else ""
+    if as_json:
+        sys.stdout.write(to_json(diags) + "\n")
+    else:
+        sys.stderr.write(render_all(diags, {path: text}) + "\n")
 
 
 def parse_shape(text: str | None) -> dict[str, int | str]:

@@ -29,6 +29,7 @@ from cake_core.target import Feature
 
 if TYPE_CHECKING:
     from cake_core.diagnostics.diagnostic import Diagnostic
+    from cake_core.lower.tiles import GlobalView, RegView, SharedView
     from cake_core.ir import nodes as n
     from cake_core.ir.types import DType
     from cake_core.target import Target
@@ -211,9 +212,21 @@ class ExecContext(Protocol):
 
 
 class LowerContext(Protocol):
-    """Given to :meth:`Primitive.lower`: emits CUDA C++ for one operation."""
+    """Given to :meth:`Primitive.lower`: emits CUDA C++ for one role instance's operation.
+
+    Addresses, masks and fragment indices come from the operand views, never from hand arithmetic:
+    a global view knows its tensor's extents (so ``in_bounds`` derives the mask), a shared view its
+    stage, row pitch and swizzle, a register view its fragment layout.
+    """
 
     target: Target
+    model: Any  # the KernelModel being lowered (compile-time values in ``model.env``)
+    itid: str  # C++ name of the thread index within the role instance
+    iwarp: str  # C++ name of the warp index within the role instance
+    lane: str  # C++ name of the lane index
+
+    @property
+    def threads(self) -> int: ...  # threads of the role instance
 
     def line(self, code: str) -> None: ...
 
@@ -222,6 +235,16 @@ class LowerContext(Protocol):
     def helper(self, key: str, code: str) -> None: ...  # a device function, emitted once per file
 
     def fresh(self, prefix: str) -> str: ...
+
+    def gview(self, o: Operand) -> GlobalView: ...
+
+    def sview(self, o: Operand) -> SharedView: ...
+
+    def rview(self, o: Operand) -> RegView: ...
+
+    def barrier_addr(self, o: Operand) -> str: ...  # shared address (u32) of a barrier stage
+
+    def sync_instance(self) -> str: ...  # C++ that synchronizes the role instance's threads
 
 
 class NotLowerable(Exception):
