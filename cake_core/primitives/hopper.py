@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import attrs
+
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir import nodes as n
@@ -62,8 +64,7 @@ class TmaLoad(Primitive):
         out = []
         for e in super().effects(op):
             if e.barrier is BarrierAction.COMPLETE_TX:
-                e = Effect(e.operand, e.access, e.tier, e.async_proxy, e.asynchronous, e.barrier, e.masked,
-                           None, n.Num(_tile_bytes(op.outs[0])))  # fmt: skip
+                e = attrs.evolve(e, amount=n.Num(_tile_bytes(op.outs[0])))
             out.append(e)
         return tuple(out)
 
@@ -122,7 +123,7 @@ class MbarrierWait(Primitive):
 
     def effects(self, op: TypedOp) -> tuple[Effect, ...]:
         (e,) = super().effects(op)
-        return (Effect(e.operand, e.access, e.tier, False, False, e.barrier, False, None, op.attr("parity")),)
+        return (attrs.evolve(e, amount=op.attr("parity")),)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass  # the interpreter blocks on the barrier itself
@@ -149,7 +150,7 @@ class MbarrierArrive(Primitive):
         (e,) = super().effects(op)
         per = op.attr("per")
         count = n.Num(1) if isinstance(per, n.Name) and per.id == "instance" else n.Name("THREADS")
-        return (Effect(e.operand, e.access, e.tier, False, False, e.barrier, False, count, None),)
+        return (attrs.evolve(e, arrivals=count),)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass
@@ -175,7 +176,7 @@ class MbarrierArriveExpectTx(Primitive):
 
     def effects(self, op: TypedOp) -> tuple[Effect, ...]:
         (e,) = super().effects(op)
-        return (Effect(e.operand, e.access, e.tier, False, False, e.barrier, False, n.Num(1), op.attr("bytes")),)
+        return (attrs.evolve(e, arrivals=n.Num(1), amount=op.attr("bytes")),)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass
