@@ -2,6 +2,9 @@
 
 The grammar knows declarations and control flow; operations are all parsed in one generic form,
 ``name outs <- ins, key=value, ...``, so a primitive from a plugin needs no change here.
+
+The parser reads the lexer's raw tokens (:func:`cake_core.ir.lexer.scan`): it matches on each token's
+key, and makes a source location only where a node or a diagnostic keeps one.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
-from cake_core.ir.lexer import Token, tokenize
+from cake_core.ir.lexer import RawToken, Token, describe, loc_of, scan
 from cake_core.ir.location import Loc
 
 KEYWORDS = frozenset(
@@ -20,76 +23,90 @@ KEYWORDS = frozenset(
     "launch buffer warps per regs step and or not global scalar occupancy cluster swizzle pad "
     "align count mbarrier".split()
 )
-_CMP = ("<", "<=", ">", ">=", "==", "!=")
+_CMP = frozenset(("<", "<=", ">", ">=", "==", "!="))
+_ADD = frozenset(("+", "-"))
+_MUL = frozenset(("*", "/", "%"))
 
 
 class Parser:
     def __init__(self, text: str, file: str) -> None:
         self.file = file
-        self.toks = tokenize(text, file)
+        self.toks: list[RawToken] = scan(text, file)
         self.i = 0
 
     # -- token helpers -------------------------------------------------------------------------------
 
     @property
     def tok(self) -> Token:
-        return self.toks[self.i]
+        """The current token, as a :class:`Token`."""
+        t = self.toks[self.i]
+        return Token(t[1], t[2], loc_of(self.file, t))
 
     def peek(self, k: int = 1) -> Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        t = self.toks[min(self.i + k, len(self.toks) - 1)]
+        return Token(t[1], t[2], loc_of(self.file, t))
+
+    def kind(self) -> str:
+        return self.toks[self.i][1]
+
+    def what(self, i: int | None = None) -> str:
+        """The current (or ``i``-th) token in words, for messages."""
+        t = self.toks[self.i if i is None else i]
+        return describe(t[1], t[2])
+
+    def loc(self, i: int) -> Loc:
+        return loc_of(self.file, self.toks[i])
 
     def at(self, text: str) -> bool:
-        t = self.tok
-        return t.kind in ("OP", "NAME", "WORD") and t.text == text
+        return self.toks[self.i][0] == text
 
-    def accept(self, text: str) -> Token | None:
-        if self.at(text):
-            t = self.tok
+    def accept(self, text: str) -> bool:
+        if self.toks[self.i][0] == text:
             self.i += 1
-            return t
-        return None
+            return True
+        return False
 
-    def error(self, message: str, tok: Token | None = None, help: str | None = None) -> DiagnosticError:
-        tok = tok or self.tok
-        return DiagnosticError([SYNTAX.at(tok.loc, message, label="here", help=help)])
+    def error(self, message: str, at: int | None = None, help: str | None = None) -> DiagnosticError:
+        return DiagnosticError([SYNTAX.at(self.loc(self.i if at is None else at), message, label="here", help=help)])
 
-    def expect(self, text: str, context: str = "") -> Token:
-        t = self.accept(text)
-        if t is None:
+    def expect(self, text: str, context: str = "") -> int:
+        """Consume the token ``text`` and return its index; a syntax error when it is not next."""
+        if self.toks[self.i][0] != text:
             where = f" {context}" if context else ""
-            raise self.error(f"expected `{text}`{where}, found {self.tok}")
-        return t
-
-    def expect_kind(self, kind: str, what: str) -> Token:
-        if self.tok.kind != kind:
-            raise self.error(f"expected {what}, found {self.tok}")
-        t = self.tok
+            raise self.error(f"expected `{text}`{where}, found {self.what()}")
         self.i += 1
-        return t
+        return self.i - 1
 
-    def ident(self, what: str = "a name") -> Token:
-        t = self.tok
-        if t.kind != "NAME" or t.text in KEYWORDS or "." in t.text:
-            raise self.error(f"expected {what}, found {t}")
+    def expect_kind(self, kind: str, what: str) -> int:
+        if self.toks[self.i][1] != kind:
+            raise self.error(f"expected {what}, found {self.what()}")
         self.i += 1
-        return t
+        return self.i - 1
+
+    def ident(self, what: str = "a name") -> str:
+        t = self.toks[self.i]
+        if t[1] != "NAME" or t[2] in KEYWORDS or "." in t[2]:
+            raise self.error(f"expected {what}, found {describe(t[1], t[2])}")
+        self.i += 1
+        return t[2]
 
     def newline(self, context: str) -> None:
-        if self.tok.kind != "NEWLINE":
-            raise self.error(f"expected end of line {context}, found {self.tok}")
+        if self.toks[self.i][1] != "NEWLINE":
+            raise self.error(f"expected end of line {context}, found {self.what()}")
         self.i += 1
 
-    def span(self, start: Token) -> Loc:
-        prev = self.toks[self.i - 1]
-        return start.loc.to(prev.loc)
+    def span(self, start: int) -> Loc:
+        """From the start of token ``start`` to the end of the last token consumed."""
+        a, b = self.toks[start], self.toks[self.i - 1]
+        return Loc(self.file, a[3], a[4], b[3], b[5])
 
     # -- module --------------------------------------------------------------------------------------
 
     def module(self) -> n.Module:
         kernels: list[n.Kernel] = []
         program: n.Program | None = None
-        while self.tok.kind != "EOF":
-            if self.tok.kind == "NEWLINE":
+        while self.kind() != "EOF":
+            if self.kind() == "NEWLINE":
                 self.i += 1
             elif self.at("kernel"):
                 kernels.append(self.kernel())
@@ -98,10 +115,10 @@ class Parser:
                     raise self.error("a module has at most one `program`")
                 program = self.program()
             else:
-                raise self.error(f"expected `kernel` or `program`, found {self.tok}")
+                raise self.error(f"expected `kernel` or `program`, found {self.what()}")
         if not kernels:
             raise DiagnosticError(
-                [SYNTAX.at(self.tok.loc, "a module needs at least one `kernel`", label="file ends here")]
+                [SYNTAX.at(self.loc(self.i), "a module needs at least one `kernel`", label="file ends here")]
             )
         return n.Module(tuple(kernels), program, path=self.file)
 
@@ -109,19 +126,19 @@ class Parser:
         self.expect("(", "before the parameters")
         params = []
         while not self.at(")"):
-            start = self.tok
-            name = self.ident("a parameter name").text
+            start = self.i
+            name = self.ident("a parameter name")
             self.expect(":", "after the parameter name")
             if self.accept("global"):
-                dtype = self.ident("an element type").text
+                dtype = self.ident("an element type")
                 self.expect("[", "before the parameter's shape")
                 shape = self.expr_list("]")
                 params.append(n.Param(name, "global", dtype, shape, loc=self.span(start)))
             elif self.accept("scalar"):
-                dtype = self.ident("an element type").text
+                dtype = self.ident("an element type")
                 params.append(n.Param(name, "scalar", dtype, (), loc=self.span(start)))
             else:
-                raise self.error(f"expected `global` or `scalar`, found {self.tok}")
+                raise self.error(f"expected `global` or `scalar`, found {self.what()}")
             if not self.accept(","):
                 break
         self.expect(")", "after the parameters")
@@ -131,26 +148,26 @@ class Parser:
         self.expect("domain")
         out = []
         while True:
-            start = self.tok
-            var = self.ident("a size or type variable").text
+            start = self.i
+            var = self.ident("a size or type variable")
             if self.accept("in"):
                 self.expect("{", "before the set of values")
                 values = self.expr_list("}")
                 out.append(n.Constraint(var, "in", values, loc=self.span(start)))
             elif self.at(">=") or self.at("<="):
-                op = self.tok.text
+                op = self.toks[self.i][2]
                 self.i += 1
                 out.append(n.Constraint(var, op, (self.expr(),), loc=self.span(start)))
             elif self.accept("%"):
                 m = self.expr_add()
                 self.expect("==", "in a divisibility clause (`N % 8 == 0`)")
                 zero = self.expect_kind("NUMBER", "`0`")
-                if zero.text != "0":
+                if self.toks[zero][2] != "0":
                     raise self.error("a divisibility clause ends in `== 0`", zero)
                 out.append(n.Constraint(var, "%", (m,), loc=self.span(start)))
             else:
                 raise self.error(
-                    f"expected `in`, `>=`, `<=` or `%` in a domain clause, found {self.tok}",
+                    f"expected `in`, `>=`, `<=` or `%` in a domain clause, found {self.what()}",
                     help="e.g. `domain B >= 1, N % 8 == 0, D in {64, 128}`",
                 )
             if not self.accept(","):
@@ -159,45 +176,45 @@ class Parser:
 
     def program(self) -> n.Program:
         start = self.expect("program")
-        name = self.ident("a program name").text
+        name = self.ident("a program name")
         params = self.params()
         self.newline("after the program header")
         self.expect_kind("INDENT", "an indented program body")
         domain: list[n.Constraint] = []
         buffers, launches = [], []
-        while self.tok.kind != "DEDENT":
-            s = self.tok
+        while self.kind() != "DEDENT":
+            s = self.i
             if self.at("domain"):
                 domain += self.domain()
             elif self.accept("buffer"):
-                bname = self.ident("a buffer name").text
+                bname = self.ident("a buffer name")
                 self.expect(":")
                 self.expect("global", "(program buffers live in global memory)")
-                dtype = self.ident("an element type").text
+                dtype = self.ident("an element type")
                 self.expect("[")
                 shape = self.expr_list("]")
                 buffers.append(n.Buffer(bname, dtype, shape, loc=self.span(s)))
             elif self.accept("launch"):
-                kname = self.ident("a kernel name").text
+                kname = self.ident("a kernel name")
                 self.expect("(")
                 args = []
                 while not self.at(")"):
-                    args.append(self.ident("an argument name").text)
+                    args.append(self.ident("an argument name"))
                     if not self.accept(","):
                         break
                 self.expect(")")
                 launches.append(n.Launch(kname, tuple(args), loc=self.span(s)))
             else:
-                raise self.error(f"expected `domain`, `buffer` or `launch`, found {self.tok}")
+                raise self.error(f"expected `domain`, `buffer` or `launch`, found {self.what()}")
             self.newline("after a program item")
         self.i += 1
-        return n.Program(name, params, tuple(domain), tuple(buffers), tuple(launches), loc=start.loc)
+        return n.Program(name, params, tuple(domain), tuple(buffers), tuple(launches), loc=self.loc(start))
 
     # -- kernel --------------------------------------------------------------------------------------
 
     def kernel(self) -> n.Kernel:
         start = self.expect("kernel")
-        name = self.ident("a kernel name").text
+        name = self.ident("a kernel name")
         params = self.params()
         self.newline("after the kernel header")
         self.expect_kind("INDENT", "an indented kernel body")
@@ -207,15 +224,15 @@ class Parser:
         smem: list[n.Smem] = []
         barriers: list[n.Barrier] = []
         roles: list[n.Role] = []
-        while self.tok.kind != "DEDENT":
-            s = self.tok
+        while self.kind() != "DEDENT":
+            s = self.i
             if self.at("domain"):
                 domain += self.domain()
                 self.newline("after the domain")
             elif self.accept("const"):
                 while True:
-                    cs = self.tok
-                    cname = self.ident("a constant name").text
+                    cs = self.i
+                    cname = self.ident("a constant name")
                     self.expect("=")
                     consts.append(n.Const(cname, self.expr(), loc=self.span(cs)))
                     if not self.accept(","):
@@ -227,7 +244,7 @@ class Parser:
                 self.expect("(")
                 gvars = []
                 while not self.at(")"):
-                    gvars.append(self.ident("a grid variable").text)
+                    gvars.append(self.ident("a grid variable"))
                     if not self.accept(","):
                         break
                 self.expect(")")
@@ -252,9 +269,9 @@ class Parser:
                 smem.append(self.smem(s))
                 self.newline("after the buffer")
             elif self.accept("barrier"):
-                bname = self.ident("a barrier name").text
+                bname = self.ident("a barrier name")
                 self.expect(":")
-                kind = self.expect("mbarrier", "(the barrier kind)").text
+                kind = self.toks[self.expect("mbarrier", "(the barrier kind)")][2]
                 stages = None
                 if self.accept("["):
                     stages = self.expr()
@@ -267,24 +284,24 @@ class Parser:
             else:
                 raise self.error(
                     f"expected a kernel item (`domain`, `const`, `grid`, `cta`, `smem`, `barrier`, "
-                    f"`role`), found {self.tok}"
+                    f"`role`), found {self.what()}"
                 )
         self.i += 1
         if grid is None:
-            raise DiagnosticError([SYNTAX.at(start.loc, f"kernel `{name}` has no `grid` line")])
+            raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `grid` line")])
         if cta is None:
-            raise DiagnosticError([SYNTAX.at(start.loc, f"kernel `{name}` has no `cta` line")])
+            raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `cta` line")])
         if not roles:
-            raise DiagnosticError([SYNTAX.at(start.loc, f"kernel `{name}` has no `role`")])
+            raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `role`")])
         return n.Kernel(
             name, params, tuple(domain), tuple(consts), grid, cta, tuple(smem), tuple(barriers),
-            tuple(roles), loc=start.loc,
+            tuple(roles), loc=self.loc(start),
         )  # fmt: skip
 
-    def smem(self, start: Token) -> n.Smem:
-        name = self.ident("a buffer name").text
+    def smem(self, start: int) -> n.Smem:
+        name = self.ident("a buffer name")
         self.expect(":")
-        dtype = self.ident("an element type").text
+        dtype = self.ident("an element type")
         self.expect("[")
         first = self.expr_list("]")
         stages = None
@@ -298,10 +315,10 @@ class Parser:
         swizzle = pad = align = None
         while True:
             if self.accept("swizzle"):
-                t = self.tok
-                if t.kind != "WORD" or t.text not in ("32B", "64B", "128B"):
-                    raise self.error(f"expected `32B`, `64B` or `128B` after `swizzle`, found {t}")
-                swizzle = t.text
+                t = self.toks[self.i]
+                if t[1] != "WORD" or t[2] not in ("32B", "64B", "128B"):
+                    raise self.error(f"expected `32B`, `64B` or `128B` after `swizzle`, found {describe(t[1], t[2])}")
+                swizzle = t[2]
                 self.i += 1
             elif self.accept("pad"):
                 pad = self.expr()
@@ -313,7 +330,7 @@ class Parser:
 
     def role(self) -> n.Role:
         start = self.expect("role")
-        name = self.ident("a role name").text
+        name = self.ident("a role name")
         self.expect("warps", "after the role name")
         lo = self.expr_add()
         self.expect("..", "in the warp range (half-open: `warps 4..12`)")
@@ -331,15 +348,18 @@ class Parser:
     def block(self) -> tuple[n.Stmt, ...]:
         self.expect_kind("INDENT", "an indented block")
         out = []
-        while self.tok.kind != "DEDENT":
+        toks = self.toks
+        while toks[self.i][1] != "DEDENT":
             out.append(self.stmt())
         self.i += 1
         return tuple(out)
 
     def stmt(self) -> n.Stmt:
-        s = self.tok
-        if self.accept("for"):
-            var = self.ident("a loop variable").text
+        s = self.i
+        key = self.toks[s][0]
+        if key == "for":
+            self.i += 1
+            var = self.ident("a loop variable")
             self.expect("in")
             lo = self.expr_add()
             self.expect("..", "in the loop range (half-open: `0 .. K`)")
@@ -349,7 +369,8 @@ class Parser:
             self.expect(":", "at the end of the `for` header")
             self.newline("after the `for` header")
             return n.For(var, lo, hi, step, self.block(), loc=loc)
-        if self.accept("if"):
+        if key == "if":
+            self.i += 1
             cond = self.expr()
             loc = self.span(s)
             self.expect(":", "at the end of the `if` header")
@@ -361,23 +382,25 @@ class Parser:
                 self.newline("after `else:`")
                 orelse = self.block()
             return n.If(cond, then, orelse, loc=loc)
-        if self.accept("let"):
-            name = self.ident("a name").text
+        if key == "let":
+            self.i += 1
+            name = self.ident("a name")
             self.expect("=")
             value = self.expr()
             loc = self.span(s)
             self.newline("after the `let`")
             return n.Let(name, value, loc=loc)
-        if self.accept("reg"):
-            name = self.ident("a register tile name").text
+        if key == "reg":
+            self.i += 1
+            name = self.ident("a register tile name")
             self.expect(":")
-            dtype = self.ident("an element type").text
+            dtype = self.ident("an element type")
             self.expect("[")
             shape = self.expr_list("]")
             layout = None
             if self.accept("layout"):
-                ls = self.tok
-                lname = self.ident("a layout name").text
+                ls = self.i
+                lname = self.ident("a layout name")
                 largs: tuple[n.Expr, ...] = ()
                 if self.accept("("):
                     largs = self.expr_list(")")
@@ -385,19 +408,21 @@ class Parser:
             loc = self.span(s)
             self.newline("after the register tile")
             return n.RegDecl(name, dtype, shape, layout, loc=loc)
-        if s.kind == "NAME" and s.text not in KEYWORDS:
+        t = self.toks[s]
+        if t[1] == "NAME" and t[2] not in KEYWORDS:
             return self.op()
-        raise self.error(f"expected a statement, found {s}")
+        raise self.error(f"expected a statement, found {describe(t[1], t[2])}")
 
     def op(self) -> n.Op:
-        s = self.tok
+        s = self.i
+        toks = self.toks
         self.i += 1
         outs: list[n.Expr] = []
         ins: list[n.Expr] = []
         attrs: list[n.Attr] = []
         cur = ins
         arrow = False
-        if self.tok.kind != "NEWLINE":
+        if toks[self.i][1] != "NEWLINE":
             while True:
                 if self.accept("<-"):
                     if arrow:
@@ -405,13 +430,15 @@ class Parser:
                     arrow = True
                     outs, ins = ins, []
                     cur = ins
-                    if self.tok.kind == "NEWLINE":
+                    if toks[self.i][1] == "NEWLINE":
                         break
                     continue
-                if self.tok.kind == "NAME" and self.peek().kind == "OP" and self.peek().text == "=":
-                    a = self.tok
+                t = toks[self.i]
+                if t[1] == "NAME" and toks[min(self.i + 1, len(toks) - 1)][0] == "=":
+                    a = self.i
                     self.i += 2
-                    attrs.append(n.Attr(a.text, self.expr(), loc=self.span(a)))
+                    value = self.expr()
+                    attrs.append(n.Attr(t[2], value, loc=self.span(a)))
                 else:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")
@@ -422,7 +449,7 @@ class Parser:
                     break
         loc = self.span(s)
         self.newline("after the operation")
-        return n.Op(s.text, tuple(outs), tuple(ins), tuple(attrs), loc=loc)
+        return n.Op(toks[s][2], tuple(outs), tuple(ins), tuple(attrs), loc=loc)
 
     # -- expressions ---------------------------------------------------------------------------------
 
@@ -437,101 +464,123 @@ class Parser:
 
     def expr(self) -> n.Expr:
         left = self.expr_and()
-        while self.accept("or"):
+        while self.toks[self.i][0] == "or":
+            self.i += 1
             right = self.expr_and()
-            left = n.Bin("or", left, right, loc=left.loc.to(right.loc))
+            left = n.Bin("or", left, right, loc=_join(left, right))
         return left
 
     def expr_and(self) -> n.Expr:
         left = self.expr_not()
-        while self.accept("and"):
+        while self.toks[self.i][0] == "and":
+            self.i += 1
             right = self.expr_not()
-            left = n.Bin("and", left, right, loc=left.loc.to(right.loc))
+            left = n.Bin("and", left, right, loc=_join(left, right))
         return left
 
     def expr_not(self) -> n.Expr:
-        s = self.tok
-        if self.accept("not"):
+        s = self.i
+        if self.toks[s][0] == "not":
+            self.i += 1
             operand = self.expr_not()
-            return n.Unary("not", operand, loc=s.loc.to(operand.loc))
+            return n.Unary("not", operand, loc=_join_tok(self.loc(s), operand))
         return self.expr_cmp()
 
     def expr_cmp(self) -> n.Expr:
         left = self.expr_add()
-        if self.tok.kind == "OP" and self.tok.text in _CMP:
-            op = self.tok.text
+        t = self.toks[self.i]
+        if t[1] == "OP" and t[2] in _CMP:
             self.i += 1
             right = self.expr_add()
-            left = n.Bin(op, left, right, loc=left.loc.to(right.loc))
+            left = n.Bin(t[2], left, right, loc=_join(left, right))
         return left
 
     def expr_add(self) -> n.Expr:
         left = self.expr_mul()
-        while self.tok.kind == "OP" and self.tok.text in ("+", "-"):
-            op = self.tok.text
+        toks = self.toks
+        while toks[self.i][0] in _ADD and toks[self.i][1] == "OP":
+            op = toks[self.i][2]
             self.i += 1
             right = self.expr_mul()
-            left = n.Bin(op, left, right, loc=left.loc.to(right.loc))
+            left = n.Bin(op, left, right, loc=_join(left, right))
         return left
 
     def expr_mul(self) -> n.Expr:
         left = self.expr_unary()
-        while self.tok.kind == "OP" and self.tok.text in ("*", "/", "%"):
-            op = self.tok.text
+        toks = self.toks
+        while toks[self.i][0] in _MUL and toks[self.i][1] == "OP":
+            op = toks[self.i][2]
             self.i += 1
             right = self.expr_unary()
-            left = n.Bin(op, left, right, loc=left.loc.to(right.loc))
+            left = n.Bin(op, left, right, loc=_join(left, right))
         return left
 
     def expr_unary(self) -> n.Expr:
-        s = self.tok
-        if self.accept("-"):
+        s = self.i
+        if self.toks[s][0] == "-":
+            self.i += 1
             operand = self.expr_unary()
             if isinstance(operand, n.Num):
-                return n.Num(-operand.value, loc=s.loc.to(operand.loc))
-            return n.Unary("-", operand, loc=s.loc.to(operand.loc))
+                return n.Num(-operand.value, loc=_join_tok(self.loc(s), operand))
+            return n.Unary("-", operand, loc=_join_tok(self.loc(s), operand))
         return self.expr_postfix()
 
     def expr_postfix(self) -> n.Expr:
-        s = self.tok
-        if s.kind == "NUMBER":
+        s = self.i
+        t = self.toks[s]
+        kind, text = t[1], t[2]
+        if kind == "NUMBER":
             self.i += 1
-            v = float(s.text) if any(ch in s.text for ch in ".eE") else int(s.text)
-            return n.Num(v, loc=s.loc)
-        if self.accept("("):
+            v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
+            return n.Num(v, loc=self.loc(s))
+        if t[0] == "(":
+            self.i += 1
             e = self.expr()
             self.expect(")")
             return e
-        if s.kind == "NAME" and s.text not in KEYWORDS and "." not in s.text:
+        if kind == "NAME" and text not in KEYWORDS and "." not in text:
             self.i += 1
-            if self.at("("):
+            toks = self.toks
+            if toks[self.i][0] == "(":
                 self.i += 1
                 args = self.expr_list(")")
-                return n.Call(s.text, args, loc=self.span(s))
+                return n.Call(text, args, loc=self.span(s))
             index: list[n.Idx] = []
-            while self.accept("["):
-                while not self.at("]"):
+            while toks[self.i][0] == "[":
+                self.i += 1
+                while toks[self.i][0] != "]":
                     index.append(self.index_item())
                     if not self.accept(","):
                         break
                 self.expect("]")
-            transpose = self.accept("^T") is not None
+            transpose = self.accept("^T")
             if index or transpose:
-                return n.Ref(s.text, tuple(index), transpose, loc=self.span(s))
-            return n.Name(s.text, loc=s.loc)
-        raise self.error(f"expected an expression, found {s}")
+                return n.Ref(text, tuple(index), transpose, loc=self.span(s))
+            return n.Name(text, loc=self.loc(s))
+        raise self.error(f"expected an expression, found {describe(kind, text)}")
 
     def index_item(self) -> n.Idx:
-        s = self.tok
-        if self.at(":"):
+        s = self.i
+        if self.toks[s][0] == ":":
             self.i += 1
-            return n.All(loc=s.loc)
+            return n.All(loc=self.loc(s))
         start = self.expr()
         if self.accept(":"):
             self.expect("+", "before a slice size (`start : +size`)")
             size = self.expr()
             return n.Span(start, size, loc=self.span(s))
         return n.At(start, loc=self.span(s))
+
+
+def _join(left: n.Expr, right: n.Expr) -> Loc:
+    """``left.loc.to(right.loc)``: the span of a binary expression."""
+    a, b = left.loc, right.loc
+    return Loc(a.file, a.line, a.col, b.end_line, b.end_col)
+
+
+def _join_tok(start: Loc, operand: n.Expr) -> Loc:
+    b = operand.loc
+    return Loc(start.file, start.line, start.col, b.end_line, b.end_col)
 
 
 def parse(text: str, file: str = "<string>") -> n.Module:

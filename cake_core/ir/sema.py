@@ -136,6 +136,9 @@ class KernelModel:
     by_op: dict[int, TypedOpImpl]
     diagnostics: list[Diagnostic]
     smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
+    #: analyses may memoize here what holds for every specialization of the kernel: one dict shared by
+    #: the models of one kernel made by one :func:`check_module` call (never across calls)
+    shared: dict[object, object] = attrs.field(factory=dict, repr=False)
 
     @property
     def threads(self) -> int:
@@ -362,6 +365,8 @@ class KernelChecker:
         return None
 
     def names_ok(self, e: n.Expr, scope: set[str], what: str) -> bool:
+        if _clean(e, scope):
+            return True  # the common case, decided without walking twice
         ok = True
         for sub in n.walk_expr(e):
             if isinstance(sub, n.Name) and sub.id not in scope and sub.id != "inf":
@@ -517,6 +522,7 @@ class KernelChecker:
             ):
                 if not self.names_ok(sub, scope, "an index"):
                     return None
+        extents: tuple[n.Expr | int, ...]  # ints: extents known at compile time
         if isinstance(decl, n.Param):
             kind, dtype, extents, staged = Kind.GLOBAL, self.model.param_dtype(decl), decl.shape, False
         elif isinstance(decl, n.Smem):
@@ -524,13 +530,13 @@ class KernelChecker:
             if info is None:
                 return None
             kind, dtype, staged = Kind.SHARED, info.dtype, info.stages is not None
-            extents = tuple(n.Num(v) for v in info.shape)
+            extents = info.shape
         elif isinstance(decl, n.Barrier):
             kind, dtype, staged, extents = Kind.BARRIER, None, decl.stages is not None, ()
         else:
             info_r = self.model.regs[decl.name]
             kind, dtype, staged = Kind.REGISTERS, info_r.dtype, False
-            extents = tuple(n.Num(v) for v in info_r.shape)
+            extents = info_r.shape
         if kind not in slot.kinds:
             self.err(
                 codes.OPERANDS, e.loc,
@@ -553,11 +559,14 @@ class KernelChecker:
             return None
         shape: list[int | n.Expr] = []
         for d, ext in enumerate(extents):
-            item = index[d] if d < len(index) else n.All()
+            item = index[d] if d < len(index) else _ALL
             if isinstance(item, n.At):
                 continue
             size = item.size if isinstance(item, n.Span) else ext
-            v = try_int(size, self.env)
+            if type(size) is int:
+                shape.append(size)
+                continue
+            v = try_int(size, self.env)  # type: ignore[arg-type]
             shape.append(v if v is not None else size)
         if staged and stage is None and kind is not Kind.BARRIER:
             shape.insert(0, self.model.smem[name].stages or 1)
@@ -604,6 +613,28 @@ class KernelChecker:
 
 def _names(e: n.Expr) -> set[str]:
     return {s.id for s in n.walk_expr(e) if isinstance(s, n.Name)}
+
+
+def _clean(e: n.Expr, scope: set[str]) -> bool:
+    """Whether :meth:`KernelChecker.names_ok` finds nothing wrong in ``e`` (False also where it must
+    look: references, unknown functions and expression classes it does not dispatch on here)."""
+    t = type(e)
+    if t is n.Name:
+        return e.id in scope or e.id == "inf"  # type: ignore[attr-defined]
+    if t is n.Num:
+        return True
+    if t is n.Bin:
+        return _clean(e.left, scope) and _clean(e.right, scope)  # type: ignore[attr-defined]
+    if t is n.Unary:
+        return _clean(e.operand, scope)  # type: ignore[attr-defined]
+    if t is n.Call:
+        return e.fn in _FUNCTIONS and all(_clean(a, scope) for a in e.args)  # type: ignore[attr-defined]
+    return False
+
+
+_FUNCTIONS = frozenset(("cdiv", "min", "max"))
+#: the whole extent, for dimensions an operand does not index
+_ALL = n.All()
 
 
 def _kind_word(k: Kind) -> str:
@@ -745,8 +776,12 @@ def check_module(module: n.Module, primitives: Mapping[str, Primitive], target: 
     for k in module.kernels:
         kernel_specs = specs(k.domain)
         per_spec: list[Diagnostic] = []
+        # what analyses may memoize across the kernel's specializations (cake_core.verify.domain reads
+        # how many share it under "specializations")
+        shared: dict[object, object] = {"specializations": len(kernel_specs)}
         for spec in kernel_specs:
             model = KernelChecker(k, spec, primitives, target).run()
+            model.shared = shared
             models[(k.name, spec)] = model
             per_spec += model.diagnostics
         diags += _merge_specs(per_spec, len(kernel_specs))

@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
 from cake_core.ir.primitive import Effect, Kind, Operand
 from cake_core.verify.symbolic import (
     Bound, Bounder, Form, Lin, Linearizer, ShapeDomain, SizeRange, Var, eliminations, lin_multiple, relaxations,
@@ -91,6 +91,9 @@ __all__ = [
     "Verdict", "Witness",
 ]  # fmt: skip
 
+#: the key under which :func:`cake_core.ir.sema.check_module` records, in a kernel's shared memo, how
+#: many specializations share it
+SPECIALIZATIONS = "specializations"
 RANGE_EXACT = 64  # loop and grid ranges up to this long are enumerated in full
 SIZE_COMBOS = 4096  # full product of size samples up to this many combinations
 EVAL_BUDGET = 60_000  # concrete evaluations of one witness search
@@ -149,6 +152,22 @@ def _scopes(model: KernelModel) -> dict[int, tuple[Binder, ...]]:
     return out
 
 
+@attrs.define(eq=False)
+class _Scope:
+    """The symbolic view of one chain of binders: what :meth:`KernelDomain._symbolic` returns, and what
+    is memoized for it while one :class:`KernelDomain` lives (every access under the same binders
+    shares it: linear forms of expressions, the bounder, proofs of obligations)."""
+
+    chain: tuple[Binder, ...]  # held so that the ids keying the memo stay unique
+    lets: dict[str, Lin | None]
+    bounds: dict[str, Bound]  # variable bounds, scalars not yet defaulted (what inner binders see)
+    guards: list[Lin]
+    full_bounds: dict[str, Bound] | None = None
+    bounder: Bounder | None = None
+    lins: dict[int, tuple[n.Expr, Lin | None]] = attrs.field(factory=dict)
+    proofs: dict[str, tuple[bool, list[Form]]] = attrs.field(factory=dict)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Verdicts
 # ---------------------------------------------------------------------------------------------------
@@ -197,11 +216,17 @@ class Verdict:
 
 @attrs.frozen
 class Obligation:
-    """``m >= 0`` must hold where the operation runs; ``check`` tells, concretely, how it fails."""
+    """``m >= 0`` must hold where the operation runs; ``check`` tells, concretely, how it fails.
+
+    ``parts``, when given, is ``check`` taken apart: expressions evaluated in order, then a function of
+    their values; ``check(env)`` must equal ``parts[1](*(evaluate(x, env) for x in parts[0]))``. The
+    witness search compiles obligations that have ``parts`` into its walk.
+    """
 
     m: Lin | None
     exprs: tuple[n.Expr, ...]  # the expressions it depends on (for choosing sizes to sample)
     check: Callable[[Mapping[str, object]], str | None]
+    parts: tuple[tuple[n.Expr, ...], Callable[..., str | None]] | None = None
 
 
 @attrs.frozen
@@ -227,10 +252,65 @@ class KernelDomain:
 
     def __init__(self, model: KernelModel) -> None:
         self.model = model
+        # what holds for every specialization of the kernel, memoized across its models (one
+        # verification's worth: the dict lives in the models of one type check)
+        shared = getattr(model, "shared", None)
+        self._shared: dict[object, object] = shared if isinstance(shared, dict) else {}
         self.shape = ShapeDomain.of(model)
         self.lin = Linearizer(model.env, frozenset(self.shape.sizes), self.shape.scalars)
-        self.scopes = _scopes(model)
-        self.constants = _kernel_constants(model)
+        instances = tuple(r.instances for r in model.roles)
+        scopes = self._shared.get(("scopes", instances))
+        if scopes is None:
+            scopes = self._shared[("scopes", instances)] = _scopes(model)
+        self.scopes: dict[int, tuple[Binder, ...]] = scopes  # type: ignore[assignment]
+        self._constants: list[int] | None = None
+        # memoized for this object's life: the symbolic view of each chain of binders
+        self._root = _Scope((), {}, {}, [], {s: (None, None) for s in self.shape.scalars})
+        self._states: dict[tuple[int, ...], _Scope] = {}
+        self._picks: dict[int, list[int]] = {}
+        self._base_names = frozenset(model.env) | frozenset(self.shape.sizes) | self.shape.scalars
+        self._compiled: dict[int, tuple[n.Expr, Callable[[Mapping[str, object]], object]]]
+        self._compiled = self._shared.setdefault("compiled", {})  # type: ignore[assignment]
+        self._walkers: dict[tuple[str, tuple[str, ...]], Callable[..., object] | None]
+        self._walkers = self._shared.setdefault("walkers", {})  # type: ignore[assignment]
+        self._fingerprint: tuple | None = None
+
+    @property
+    def constants(self) -> list[int]:
+        """Positive integers written in the kernel or fixed by the specialization (at most 4096): the
+        witness search samples sizes and long ranges around them."""
+        if self._constants is None:
+            literals = self._shared.get("literals")
+            if literals is None:
+                literals = self._shared["literals"] = _kernel_literals(self.model.kernel)
+            self._constants = _kernel_constants(self.model, literals)  # type: ignore[arg-type]
+        return self._constants
+
+    def _memo_key(self, *parts: object) -> tuple | None:
+        """A key for memoizing a verdict across the kernel's specializations; None where the kernel has
+        only this one (nothing to share, so nothing is fingerprinted)."""
+        if self._shared.get(SPECIALIZATIONS, 2) == 1:
+            return None
+        return (*parts, self.fingerprint())
+
+    def fingerprint(self) -> tuple:
+        """Everything of this specialization the analysis depends on: two models of one kernel with
+        the same fingerprint get the same verdicts (so they are memoized across them)."""
+        if self._fingerprint is None:
+            m = self.model
+            used = self._shared.get("names")
+            if used is None:
+                used = self._shared["names"] = _kernel_names(m.kernel)
+            env = tuple(sorted(
+                (k, v) for k, v in m.env.items() if not isinstance(v, str) or k in used  # type: ignore[operator]
+            ))  # fmt: skip
+            self._fingerprint = (
+                env, m.runtime_sizes, tuple(r.instances for r in m.roles),
+                tuple((name, i.shape, i.stages) for name, i in m.smem.items()),
+                tuple((name, i.stages) for name, i in m.barriers.items()),
+                tuple((name, i.shape) for name, i in m.regs.items()),
+            )  # fmt: skip
+        return self._fingerprint
 
     # -- scopes --------------------------------------------------------------------------------------
 
@@ -238,46 +318,82 @@ class KernelDomain:
         return self.scopes.get(id(typed.op), ())
 
     def _symbolic(self, chain: Sequence[Binder]) -> tuple[dict[str, Lin | None], dict[str, Bound], list[Lin]]:
-        """Lets (as linear forms), variable bounds and guards of a scope."""
-        lets: dict[str, Lin | None] = {}
-        bounds: dict[str, Bound] = {}
-        guards: list[Lin] = []
-        for b in chain:
-            if b.kind is BinderKind.GRID:
-                ext = self.lin.lin(b.stop, lets) if b.stop is not None else None
-                hi = None if ext is None else ext.plus(-1)
-                bounds[b.name] = (Lin(), hi)
-                if hi is not None:
-                    guards.append(hi - Lin.of(Var(b.name)))
-            elif b.kind is BinderKind.SELF:
-                bounds["self"] = (Lin(), Lin(Fraction(b.count - 1)))
-            elif b.kind is BinderKind.LOOP:
-                start = self.lin.lin(b.start, lets) if b.start is not None else None
-                stop = self.lin.lin(b.stop, lets) if b.stop is not None else None
-                step = self.lin.lin(b.step, lets) if b.step is not None else Lin(Fraction(1))
-                v = Lin.of(Var(b.name))
-                if step is not None and step.is_const and step.const < 0:
-                    lo, hi = (None if stop is None else stop.plus(1)), start
-                elif step is not None and (step.is_const or self._positive(step, bounds)):
-                    lo, hi = start, (None if stop is None else stop.plus(-1))
-                else:  # a run-time step not proved positive: nothing is known of the variable
-                    lo = hi = None
-                bounds[b.name] = (lo, hi)
-                if lo is not None:
-                    guards.append(v - lo)
-                if hi is not None:
-                    guards.append(hi - v)
-            elif b.kind is BinderKind.LET:
-                lets[b.name] = self.lin.lin(b.value, lets) if b.value is not None else None
-            elif b.kind is BinderKind.GUARD and b.value is not None:
-                guards.extend(self._facts(b.value, b.negate, lets))
-        for s in self.shape.scalars:
-            bounds.setdefault(s, (None, None))
-        return lets, bounds, guards
+        """Lets (as linear forms), variable bounds and guards of a scope.
+
+        Computed once per chain (and per prefix of it) for the life of this object; the returned
+        containers are shared and must not be modified.
+        """
+        state = self._scope_state(tuple(chain))
+        assert state.full_bounds is not None
+        return state.lets, state.full_bounds, state.guards
+
+    def _scope_state(self, chain: tuple[Binder, ...]) -> _Scope:
+        """The memoized :class:`_Scope` of ``chain``, built from its longest memoized prefix."""
+        key = tuple(map(id, chain))
+        state = self._states.get(key)
+        if state is not None:
+            return state
+        k = len(chain)
+        while k > 0 and key[:k] not in self._states:
+            k -= 1
+        parent = self._states[key[:k]] if k else self._root
+        for i in range(k, len(chain)):
+            parent = self._extend(parent, chain[: i + 1])
+            bounds = dict(parent.bounds)
+            for s in self.shape.scalars:
+                bounds.setdefault(s, (None, None))
+            parent.full_bounds = bounds
+            self._states[key[: i + 1]] = parent
+        return parent
+
+    def _extend(self, parent: _Scope, chain: tuple[Binder, ...]) -> _Scope:
+        """The scope of ``chain`` from the scope of all but its last binder."""
+        b = chain[-1]
+        lets, bounds, guards = parent.lets, parent.bounds, parent.guards
+        if b.kind is BinderKind.GRID:
+            ext = self.lin.lin(b.stop, lets) if b.stop is not None else None
+            hi = None if ext is None else ext.plus(-1)
+            bounds = {**bounds, b.name: (Lin(), hi)}
+            if hi is not None:
+                guards = guards + [hi - Lin.of(Var(b.name))]
+        elif b.kind is BinderKind.SELF:
+            bounds = {**bounds, "self": (Lin(), Lin(b.count - 1))}
+        elif b.kind is BinderKind.LOOP:
+            start = self.lin.lin(b.start, lets) if b.start is not None else None
+            stop = self.lin.lin(b.stop, lets) if b.stop is not None else None
+            step = self.lin.lin(b.step, lets) if b.step is not None else Lin(1)
+            v = Lin.of(Var(b.name))
+            if step is not None and step.is_const and step.const < 0:
+                lo, hi = (None if stop is None else stop.plus(1)), start
+            elif step is not None and (step.is_const or self._positive(step, bounds)):
+                lo, hi = start, (None if stop is None else stop.plus(-1))
+            else:  # a run-time step not proved positive: nothing is known of the variable
+                lo = hi = None
+            bounds = {**bounds, b.name: (lo, hi)}
+            added = ([v - lo] if lo is not None else []) + ([hi - v] if hi is not None else [])
+            if added:
+                guards = guards + added
+        elif b.kind is BinderKind.LET:
+            lets = {**lets, b.name: self.lin.lin(b.value, lets) if b.value is not None else None}
+        elif b.kind is BinderKind.GUARD and b.value is not None:
+            facts = self._facts(b.value, b.negate, lets)
+            if facts:
+                guards = guards + facts
+        return _Scope(chain, lets, bounds, guards)
 
     def _positive(self, x: Lin, bounds: Mapping[str, Bound]) -> bool:
         """Whether ``x >= 1`` is proved with the variable bounds known so far."""
-        return Bounder(self.shape, bounds).proves_nonneg(Bounder(self.shape, bounds).lower(x.plus(-1)))
+        bounder = Bounder(self.shape, bounds)
+        return bounder.proves_nonneg(bounder.lower(x.plus(-1)))
+
+    def _lin(self, state: _Scope, e: n.Expr) -> Lin | None:
+        """``e`` linearized under ``state``'s lets, memoized by the expression's identity."""
+        hit = state.lins.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        x = self.lin.lin(e, state.lets)
+        state.lins[id(e)] = (e, x)  # the entry keeps ``e`` alive, so its id is not reused
+        return x
 
     def _facts(self, cond: n.Expr, negate: bool, lets: Mapping[str, Lin | None]) -> list[Lin]:
         """Facts ``G >= 0`` that a condition (or its negation) implies."""
@@ -320,14 +436,19 @@ class KernelDomain:
         chain = self.scope(typed)
         if self.shape.empty():
             return Verdict(Status.PROVED)
-        lets, bounds, guards = self._symbolic(chain)
-        bounder = Bounder(self.shape, bounds)
+        state = self._scope_state(chain)
+        if state.bounder is None:
+            assert state.full_bounds is not None
+            state.bounder = Bounder(self.shape, state.full_bounds)
         open_: list[tuple[Obligation, list[Form]]] = []
         for ob in obligations:
             if ob.m is None:
                 open_.append((ob, []))
                 continue
-            ok, forms = self.prove(ob.m, bounder, guards)
+            proof = state.proofs.get(ob.m.key)
+            if proof is None:
+                proof = state.proofs[ob.m.key] = self.prove(ob.m, state.bounder, state.guards)
+            ok, forms = proof
             if not ok:
                 open_.append((ob, forms))
         if not open_:
@@ -381,16 +502,27 @@ class KernelDomain:
         names = self._relevant_sizes(chain, open_)
         budget = [EVAL_BUDGET]
         tried = 0
+        obligations = [ob for ob, _ in open_]
+        walker = self._walker(chain, obligations)
+        parts = tuple(ob.parts[1] if ob.parts is not None else None for ob in obligations)
+        checks = tuple(ob.check for ob in obligations)
+        sized = frozenset(self.shape.sizes)
+        bounds = [(ob, _integral_forms(forms, sized)) for ob, forms in open_]
         for sizes in self.size_assignments(names):
             full = {s: sizes.get(s, r.lo) for s, r in self.shape.sizes.items()}
-            live = [ob for ob, forms in open_ if not any(f.at(full) > -1 for f in forms if _covers(f, full))]
+            live = [ob for ob, forms in bounds if not any(_above(f, full) for f in forms)]
             if not live:
                 continue
             tried += 1
             env: dict[str, object] = dict(self.model.env)
             env.update(full)
             env.update({s: sizes.get(s, 0) for s in self.shape.scalars})
-            found = self._walk(chain, 0, env, {}, live, budget)
+            if walker is not None:
+                flags = tuple(any(ob is x for x in live) for ob in obligations)
+                hit = walker(env, budget, flags, parts, checks, self._pick)
+                found = None if hit is None else (obligations[hit[0]], hit[1], hit[2])
+            else:
+                found = self._walk(chain, 0, env, [], live, budget)
             if found is not None:
                 ob, what, vars_ = found
                 keep = _depends(chain, ob.exprs)
@@ -412,10 +544,17 @@ class KernelDomain:
         chain: Sequence[Binder],
         i: int,
         env: dict[str, object],
-        vars_: dict[str, int],
+        vars_: list[tuple[str, int]],
         live: Sequence[Obligation],
         budget: list[int],
     ) -> tuple[Obligation, str, dict[str, int]] | None:
+        """Run the binders ``chain[i:]`` concretely, depth first, checking ``live`` at every leaf.
+
+        ``env`` is updated in place and restored on the way out; ``vars_`` is the stack of named
+        variable values (a witness's ``vars``). An :class:`EvalError`, :class:`TypeError` or
+        :class:`ValueError` under a ``let`` or a guard abandons that subtree; one while computing a
+        range abandons the range.
+        """
         if budget[0] <= 0:
             return None
         if i == len(chain):
@@ -429,46 +568,110 @@ class KernelDomain:
                     return ob, what, dict(vars_)
             return None
         b = chain[i]
-        try:
-            if b.kind is BinderKind.LET:
-                assert b.value is not None
-                env2 = dict(env)
-                env2[b.name] = evaluate(b.value, env)
-                return self._walk(chain, i + 1, env2, vars_, live, budget)
-            if b.kind is BinderKind.GUARD:
-                assert b.value is not None
-                if bool(evaluate(b.value, env)) == b.negate:
+        kind = b.kind
+        if kind is BinderKind.GUARD:
+            assert b.value is not None
+            try:
+                if bool(self._fn(b.value)(env)) == b.negate:
                     return None
                 return self._walk(chain, i + 1, env, vars_, live, budget)
-            if b.kind is BinderKind.SELF:
+            except (EvalError, TypeError, ValueError):
+                return None
+        missing = object()
+        if kind is BinderKind.LET:
+            assert b.value is not None
+            try:
+                value = self._fn(b.value)(env)
+            except (EvalError, TypeError, ValueError):
+                return None
+            old = env.get(b.name, missing)
+            env[b.name] = value
+            try:
+                return self._walk(chain, i + 1, env, vars_, live, budget)
+            except (EvalError, TypeError, ValueError):
+                return None
+            finally:
+                if old is missing:
+                    del env[b.name]
+                else:
+                    env[b.name] = old
+        try:
+            if kind is BinderKind.SELF:
                 values: Sequence[int] = range(b.count)
-            elif b.kind is BinderKind.GRID:
+            elif kind is BinderKind.GRID:
                 assert b.stop is not None
-                values = range(0, int(evaluate(b.stop, env)))  # type: ignore[call-overload]
+                values = range(0, int(self._fn(b.stop)(env)))  # type: ignore[call-overload]
             else:
-                start = int(evaluate(b.start, env)) if b.start is not None else 0  # type: ignore[call-overload]
-                stop = int(evaluate(b.stop, env)) if b.stop is not None else 0  # type: ignore[call-overload]
-                step = int(evaluate(b.step, env)) if b.step is not None else 1  # type: ignore[call-overload]
+                start = int(self._fn(b.start)(env)) if b.start is not None else 0  # type: ignore[call-overload]
+                stop = int(self._fn(b.stop)(env)) if b.stop is not None else 0  # type: ignore[call-overload]
+                step = int(self._fn(b.step)(env)) if b.step is not None else 1  # type: ignore[call-overload]
                 if step == 0:
                     return None
                 values = range(start, stop, step)
         except (EvalError, TypeError, ValueError):
             return None
-        for v in _pick(values, self.constants):
-            env2 = dict(env)
-            env2[b.name] = v
-            named = {**vars_, b.name: v} if b.kind is not BinderKind.SELF or b.count > 1 else vars_
-            found = self._walk(chain, i + 1, env2, named, live, budget)
-            if found is not None or budget[0] <= 0:
-                return found
-        return None
+        name = b.name
+        named = kind is not BinderKind.SELF or b.count > 1
+        old = env.get(name, missing)
+        try:
+            for v in self._pick(values):
+                env[name] = v
+                if named:
+                    vars_.append((name, v))
+                try:
+                    found = self._walk(chain, i + 1, env, vars_, live, budget)
+                finally:
+                    if named:
+                        vars_.pop()
+                if found is not None or budget[0] <= 0:
+                    return found
+            return None
+        finally:
+            if old is missing:
+                env.pop(name, None)
+            else:
+                env[name] = old
+
+    def _pick(self, values: Sequence[int]) -> list[int]:
+        """:func:`_pick` with the kernel's constants, its index choice memoized by range length."""
+        count = len(values)
+        if count <= RANGE_EXACT:
+            return list(values)
+        idx = self._picks.get(count)
+        if idx is None:
+            idx = self._picks[count] = _pick_indices(count, self.constants)
+        return [values[i] for i in idx]
+
+    def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
+        """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations``; None where it
+        cannot be compiled (the recursive :meth:`_walk` is used instead)."""
+        if not all(_compilable(e) for b in chain for e in (b.start, b.stop, b.step, b.value) if e is not None):
+            return None
+        if not all(_compilable(e) for ob in obligations if ob.parts is not None for e in ob.parts[0]):
+            return None
+        gen = _WalkerSource(chain, obligations, self._base_names)
+        source = gen.source()
+        key = (source, tuple(map(repr, gen.src.consts)))
+        if key not in self._walkers:
+            self._walkers[key] = _compile_walker(source, tuple(gen.src.consts))
+        return self._walkers[key]
+
+    def _fn(self, e: n.Expr) -> Callable[[Mapping[str, object]], object]:
+        """``e`` compiled (:func:`compile_expr`), once per expression for this object's life."""
+        hit = self._compiled.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        f = compile_expr(e)
+        self._compiled[id(e)] = (e, f)  # the entry keeps ``e`` alive, so its id is not reused
+        return f
 
     # -- obligations of accesses ---------------------------------------------------------------------
 
     def access_obligations(self, typed: TypedOpImpl, effect: Effect) -> list[Obligation]:
         """Every index of one operand access must lie inside what it indexes."""
         o = effect.operand
-        lets, _, _ = self._symbolic(self.scope(typed))
+        state = self._scope_state(self.scope(typed))
+        lets = state.lets
         out: list[Obligation] = []
         extents: list[n.Expr]
         stages: int | None = None
@@ -485,30 +688,32 @@ class KernelDomain:
         else:
             return out
         if o.stage is not None and stages is not None:
-            out += self._index(o.stage, n.Num(stages), lets, f"`{o.name}` has {stages} stages", stage=True)
+            out += self._index(o.stage, n.Num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
         for d, item in enumerate(o.index):
             if d >= len(extents):
                 break
             where = f"in dimension {d + 1}"
             if isinstance(item, n.At):
-                out += self._index(item.expr, extents[d], lets, where)
+                out += self._index(item.expr, extents[d], lets, where, state=state)
             elif isinstance(item, n.Span):
-                out += self._span(item.start, item.size, extents[d], lets, where)
+                out += self._span(item.start, item.size, extents[d], lets, where, state=state)
         return out
 
     def _index(
-        self, e: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str, stage: bool = False
+        self, e: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str, stage: bool = False,
+        state: _Scope | None = None,
     ) -> list[Obligation]:
-        x, E = self.lin.lin(e, lets), self.lin.lin(ext, lets)
+        if state is not None:
+            x, E = self._lin(state, e), self._lin(state, ext)
+        else:
+            x, E = self.lin.lin(e, lets), self.lin.lin(ext, lets)
 
-        def low(env: Mapping[str, object]) -> str | None:
-            v = evaluate(e, env)
+        def low_of(v: object) -> str | None:
             if v < 0:  # type: ignore[operator]
                 return f"stage `{_text(e)}` is {v}, below 0" if stage else f"{where}, index `{_text(e)}` is {v}, below 0"
             return None
 
-        def high(env: Mapping[str, object]) -> str | None:
-            v, top = evaluate(e, env), evaluate(ext, env)
+        def high_of(v: object, top: object) -> str | None:
             if v >= top:  # type: ignore[operator]
                 if stage:
                     return f"stage `{_text(e)}` is {v}, but {where}"
@@ -516,34 +721,59 @@ class KernelDomain:
             return None
 
         return [
-            Obligation(x, (e,), low),
-            Obligation(None if x is None or E is None else (E - x).plus(-1), (e, ext), high),
+            self._obligation(x, (e,), (e,), low_of),
+            self._obligation(None if x is None or E is None else (E - x).plus(-1), (e, ext), (e, ext), high_of),
         ]
 
-    def _span(self, start: n.Expr, size: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str) -> list[Obligation]:
-        s, z, E = self.lin.lin(start, lets), self.lin.lin(size, lets), self.lin.lin(ext, lets)
+    def _obligation(
+        self, m: Lin | None, exprs: tuple[n.Expr, ...], evaluated: tuple[n.Expr, ...], of: Callable[..., str | None]
+    ) -> Obligation:
+        """An obligation whose check evaluates ``evaluated`` in order and gives the values to ``of``."""
 
-        def low(env: Mapping[str, object]) -> str | None:
-            v = evaluate(start, env)
+        def check(env: Mapping[str, object]) -> str | None:
+            return of(*[self._fn(x)(env) for x in evaluated])
+
+        return Obligation(m, exprs, check, (evaluated, of))
+
+    def _span(
+        self, start: n.Expr, size: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str,
+        state: _Scope | None = None,
+    ) -> list[Obligation]:
+        if state is not None:
+            s, z, E = self._lin(state, start), self._lin(state, size), self._lin(state, ext)
+        else:
+            s, z, E = self.lin.lin(start, lets), self.lin.lin(size, lets), self.lin.lin(ext, lets)
+
+        def low_of(v: object) -> str | None:
             return f"{where}, the slice starts at {v}, below 0" if v < 0 else None  # type: ignore[operator]
 
-        def high(env: Mapping[str, object]) -> str | None:
-            a, k, top = evaluate(start, env), evaluate(size, env), evaluate(ext, env)
+        def high_of(a: object, k: object, top: object) -> str | None:
             if k > 0 and a + k > top:  # type: ignore[operator]
                 span = f"is at {a}" if k == 1 else f"covers {a}..{a + k - 1}"  # type: ignore[operator]
                 return f"{where}, the slice {span}, past the extent {_extent(ext, top)}"
             return None
 
         return [
-            Obligation(s, (start,), low),
-            Obligation(None if s is None or z is None or E is None else E - s - z, (start, size, ext), high),
+            self._obligation(s, (start,), (start,), low_of),
+            self._obligation(
+                None if s is None or z is None or E is None else E - s - z, (start, size, ext), (start, size, ext), high_of
+            ),
         ]
 
     def access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
         """Whether one operand access stays in bounds (masked accesses are not examined)."""
         if effect.masked:
             return Verdict(Status.MASKED)
-        return self.decide(typed, self.access_obligations(typed, effect))
+        o = effect.operand
+        key = self._memo_key("access", id(typed.op), id(o.expr), o.slot.name, o.kind)
+        if key is None:
+            return self.decide(typed, self.access_obligations(typed, effect))
+        hit = self._shared.get(key)
+        if hit is not None and hit[0] is typed.op and hit[1] is o.expr:  # type: ignore[index]
+            return hit[2]  # type: ignore[index,no-any-return]
+        verdict = self.decide(typed, self.access_obligations(typed, effect))
+        self._shared[key] = (typed.op, o.expr, verdict)  # the entry keeps the nodes alive
+        return verdict
 
     def accesses(self) -> list[AccessVerdict]:
         """Every tile and barrier access of every operation, with its verdict."""
@@ -566,20 +796,282 @@ class KernelDomain:
         scaled, are multiples of ``k`` (a variable steps through consecutive integers, so that is also
         necessary for most); otherwise decided by the witness search. ``typed=None`` looks at sizes only.
         """
+        op = typed.op if typed is not None else None
+        key = self._memo_key("multiple", id(op), id(e), scale, k, what)
+        if key is None:
+            return self._multiple_of(typed, e, scale, k, what)
+        hit = self._shared.get(key)
+        if hit is not None and hit[0] is op and hit[1] is e:  # type: ignore[index]
+            return hit[2]  # type: ignore[index,no-any-return]
+        verdict = self._multiple_of(typed, e, scale, k, what)
+        self._shared[key] = (op, e, verdict)  # the entry keeps the nodes alive
+        return verdict
+
+    def _multiple_of(self, typed: TypedOpImpl | None, e: n.Expr, scale: int, k: int, what: str) -> Verdict:
         chain = self.scope(typed) if typed is not None else ()
-        lets, _, _ = self._symbolic(chain)
-        x = self.lin.lin(e, lets)
+        x = self._lin(self._scope_state(chain), e)
         if x is not None and lin_multiple(x.scale(scale), k, self.shape):
             return Verdict(Status.PROVED)
 
-        def check(env: Mapping[str, object]) -> str | None:
-            v = evaluate(e, env)
+        def of(v: object) -> str | None:
             if isinstance(v, int) and (v * scale) % k:
                 return f"{what} {v * scale}"
             return None
 
-        ob = Obligation(None, (e,), check)
+        ob = self._obligation(None, (e,), (e,), of)
         return self._search(chain, [(ob, [])])
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compiled evaluation
+# ---------------------------------------------------------------------------------------------------
+
+
+def _free(*_: object) -> object:
+    raise EvalError("a name has no value here", n.Num(0))
+
+
+def _div0() -> object:
+    raise EvalError("division by zero", n.Num(0))
+
+
+def _word(name: str) -> object:
+    """A word's value (``inf``) where no binding names it; any other name has none."""
+    if name in WORDS:
+        return WORDS[name]
+    return _free()
+
+
+def _floordiv(a: object, b: object) -> object:
+    if b == 0:
+        _div0()
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b  # type: ignore[operator]
+    return a // b  # type: ignore[operator]
+
+
+def _mod(a: object, b: object) -> object:
+    if b == 0:
+        _div0()
+    return a % b  # type: ignore[operator]
+
+
+def _cdiv(a: object, b: object) -> object:
+    if b == 0:
+        _div0()
+    return -(-a // b)  # type: ignore[operator]
+
+
+_RUNTIME = {"_free": _free, "_word": _word, "_floordiv": _floordiv, "_mod": _mod, "_cdiv": _cdiv, "_min": min,
+            "_max": max, "_bool": bool, "_EvalError": EvalError, "_E": (EvalError, TypeError, ValueError)}  # fmt: skip
+_BIN_OPS = frozenset({"<", "<=", ">", ">=", "==", "!=", "+", "-", "*", "/", "%", "and", "or"})
+
+
+def _compilable(e: n.Expr) -> bool:
+    """Whether every binary operator in ``e`` is one :func:`evaluate` knows (the others raise there)."""
+    return all(x.op in _BIN_OPS for x in n.walk_expr(e) if isinstance(x, n.Bin))
+
+
+class _Source:
+    """Python source for IR expressions, with :func:`evaluate`'s semantics.
+
+    ``resolve`` maps an IR name to the Python expression that holds its value where the expression is
+    evaluated, or None for a name without one (evaluating it raises :class:`EvalError`, as
+    :func:`evaluate` does, at the same point of the evaluation). Literals go to :attr:`consts`.
+    """
+
+    def __init__(self) -> None:
+        self.consts: list[object] = []
+
+    def const(self, value: object) -> str:
+        if type(value) is int:
+            return repr(value)
+        self.consts.append(value)
+        return f"_c[{len(self.consts) - 1}]"
+
+    def expr(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str:
+        if isinstance(x, n.Num):
+            return self.const(x.value)
+        if isinstance(x, n.Name):
+            held = resolve(x.id)
+            if held is not None:
+                return held
+            if x.id in WORDS:
+                return self.const(WORDS[x.id])
+            return "_free()"
+        if isinstance(x, n.Unary):
+            inner = self.expr(x.operand, resolve)
+            return f"(not {inner})" if x.op == "not" else f"(-{inner})"
+        if isinstance(x, n.Bin):
+            left, right = self.expr(x.left, resolve), self.expr(x.right, resolve)
+            if x.op == "and":
+                return f"(_bool({left}) and _bool({right}))"
+            if x.op == "or":
+                return f"(_bool({left}) or _bool({right}))"
+            if x.op == "/":
+                return f"_floordiv({left}, {right})"
+            if x.op == "%":
+                return f"_mod({left}, {right})"
+            return f"({left} {x.op} {right})"
+        if isinstance(x, n.Call):
+            if x.fn not in BUILTINS or len(x.args) != BUILTINS[x.fn][0]:
+                return "_free()"
+            args = ", ".join(self.expr(a, resolve) for a in x.args)
+            return {"cdiv": f"_cdiv({args})", "min": f"_min({args})", "max": f"_max({args})"}[x.fn]
+        return "_free()"  # a reference, or an expression evaluate does not know
+
+
+def compile_expr(e: n.Expr) -> Callable[[Mapping[str, object]], object]:
+    """A function computing :func:`cake_core.ir.exprs.evaluate` of ``e`` for an environment.
+
+    Same values, same exceptions (:class:`EvalError` for a free name, a division by zero, a reference
+    or an unknown function; Python's own for mistyped operands), evaluated in the same order; only the
+    messages of :class:`EvalError` are generic. Used where one expression is evaluated very often.
+    """
+    if not _compilable(e):
+        return lambda env: evaluate(e, env)  # an operator evaluate does not know: keep its own failure
+    gen = _Source()
+    body = gen.expr(e, lambda name: f"(env[{name!r}] if {name!r} in env else _word({name!r}))")
+    code = f"def _f(env):\n    return {body}\n"
+    namespace: dict[str, object] = {**_RUNTIME, "_c": tuple(gen.consts)}
+    exec(code, namespace)  # noqa: S102 - source built from IR nodes, names quoted with repr
+    return namespace["_f"]  # type: ignore[return-value]
+
+
+class _WalkerSource:
+    """Python source of one witness-search walk: :meth:`KernelDomain._walk` unrolled for one chain of
+    binders and one list of obligations.
+
+    The generated function ``_walk(E, B, L, F, C, _pick)`` takes the environment of sizes and
+    constants ``E``, the budget cell ``B``, the live flags ``L`` (one per obligation), the obligations'
+    ``parts`` functions ``F`` and plain checks ``C``, and the range sampler; it returns
+    ``(obligation index, what, variable values)`` or None, after exactly the evaluations, budget
+    spending and exception handling of the recursive walk:
+
+    * each binder's variable is a Python local (names resolved statically along the chain, so a later
+      binding shadows an earlier one exactly where the environment would);
+    * a ``let`` or guard catches :class:`EvalError`, :class:`TypeError` and :class:`ValueError` raised
+      in its whole subtree, and abandons it (a run of them shares one ``try``: same handler);
+    * a range that cannot be computed abandons its level; abandoning a level continues the nearest
+      enclosing loop (or returns, at the top);
+    * the budget is checked at the top of every loop iteration (the recursive walk checks it on entry
+      of each call and after each child: nothing is evaluated in between).
+    """
+
+    def __init__(self, chain: Sequence[Binder], obligations: Sequence[Obligation], base: frozenset[str]) -> None:
+        self.chain, self.obligations, self.base = chain, obligations, base
+        self.src = _Source()
+        self.lines: list[str] = []
+        self.loaded: dict[str, str] = {}
+        self.count = 0
+
+    def local(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def resolver(self, scope: Mapping[str, str]) -> Callable[[str], str | None]:
+        def resolve(name: str) -> str | None:
+            if name in scope:
+                return scope[name]
+            if name in self.base:
+                if name not in self.loaded:
+                    self.loaded[name] = f"b{len(self.loaded)}"
+                return self.loaded[name]
+            return None
+
+        return resolve
+
+    def source(self) -> str:
+        self.level(0, 1, {}, [], False)
+        head = ["def _walk(E, B, L, F, C, _pick):"]
+        head += [f"    {local} = E[{name!r}]" for name, local in self.loaded.items()]
+        return "\n".join(head + self.lines) + "\n"
+
+    def level(self, i: int, depth: int, scope: dict[str, str], named: list[tuple[str, str]], in_loop: bool) -> None:
+        back = "continue" if in_loop else "return None"
+        if i == len(self.chain):
+            self.leaf(depth, scope, named)
+            return
+        b = self.chain[i]
+        if b.kind is BinderKind.LET or b.kind is BinderKind.GUARD:
+            self.emit(depth, "try:")
+            inner = dict(scope)
+            j = i
+            while j < len(self.chain) and self.chain[j].kind in (BinderKind.LET, BinderKind.GUARD):
+                bj = self.chain[j]
+                assert bj.value is not None
+                value = self.src.expr(bj.value, self.resolver(inner))
+                if bj.kind is BinderKind.LET:
+                    local = self.local()
+                    self.emit(depth + 1, f"{local} = {value}")
+                    inner[bj.name] = local
+                else:
+                    self.emit(depth + 1, f"if _bool({value}) == {bj.negate!r}: {back}")
+                j += 1
+            self.level(j, depth + 1, inner, named, in_loop)
+            self.emit(depth, f"except _E: {back}")
+            return
+        inner = dict(scope)
+        var = self.local()
+        if b.kind is BinderKind.SELF and b.count == 1:  # one instance: no loop, and not named
+            self.emit(depth, f"{var} = 0")
+            inner[b.name] = var
+            self.level(i + 1, depth, inner, named, in_loop)
+            return
+        values = self.local()
+        if b.kind is BinderKind.SELF:
+            self.emit(depth, f"{values} = range({b.count})")
+        else:
+            res = self.resolver(scope)
+            self.emit(depth, "try:")
+            if b.kind is BinderKind.GRID:
+                assert b.stop is not None
+                self.emit(depth + 1, f"{values} = range(0, int({self.src.expr(b.stop, res)}))")
+            else:
+                start = f"int({self.src.expr(b.start, res)})" if b.start is not None else "0"
+                stop = f"int({self.src.expr(b.stop, res)})" if b.stop is not None else "0"
+                step = f"int({self.src.expr(b.step, res)})" if b.step is not None else "1"
+                self.emit(depth + 1, f"{values} = ({start}, {stop}, {step})")
+            self.emit(depth, f"except _E: {back}")
+            if b.kind is BinderKind.LOOP:
+                self.emit(depth, f"if {values}[2] == 0: {back}")
+                self.emit(depth, f"{values} = range(*{values})")
+        self.emit(depth, f"for {var} in _pick({values}):")
+        self.emit(depth + 1, "if B[0] <= 0: return None")
+        inner[b.name] = var
+        more = named + [(b.name, var)] if b.kind is not BinderKind.SELF or b.count > 1 else named
+        self.level(i + 1, depth + 1, inner, more, True)
+
+    def leaf(self, depth: int, scope: dict[str, str], named: list[tuple[str, str]]) -> None:
+        self.emit(depth, "B[0] -= 1")
+        found = "{" + ", ".join(f"{name!r}: {local}" for name, local in named) + "}"
+        res = self.resolver(scope)
+        for j, ob in enumerate(self.obligations):
+            self.emit(depth, f"if L[{j}]:")
+            self.emit(depth + 1, "try:")
+            if ob.parts is not None:  # the check, taken apart: its expressions in order, then its verdict
+                values = ", ".join(self.src.expr(x, res) for x in ob.parts[0])
+                self.emit(depth + 2, f"w = F[{j}]({values})")
+            else:  # a plain check gets the environment as the recursive walk would have it
+                env = "{**E, " + ", ".join(f"{name!r}: {local}" for name, local in scope.items()) + "}"
+                self.emit(depth + 2, f"w = C[{j}]({env})")
+            self.emit(depth + 1, "except _EvalError: pass")
+            self.emit(depth + 1, "else:")
+            self.emit(depth + 2, f"if w is not None: return ({j}, w, {found})")
+
+
+def _compile_walker(source: str, consts: tuple[object, ...]) -> Callable[..., object] | None:
+    """The walk function of ``source``; None when Python cannot compile it (too deeply nested)."""
+    namespace: dict[str, object] = {**_RUNTIME, "_c": consts}
+    try:
+        exec(source, namespace)  # noqa: S102 - source built from IR nodes, names quoted with repr
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+    return namespace["_walk"]  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -604,30 +1096,100 @@ def _covers(f: Form, sizes: Mapping[str, int]) -> bool:
     return all(s in sizes for s, _ in f.terms)
 
 
+IntegralForm = tuple[int, tuple[tuple[str, int], ...], int]  # (D·const, ((size, D·coef), ...), D)
+
+
+def _integral_forms(forms: Sequence[Form], sizes: frozenset[str]) -> list[IntegralForm]:
+    """The distinct forms over ``sizes`` only (the others never cover an assignment), each scaled by
+    the common denominator ``D`` of its numbers: ``f.at(x) > -1`` iff ``D·f.at(x) > -D``."""
+    out: list[IntegralForm] = []
+    seen: set[tuple] = set()
+    for f in forms:
+        if not all(s in sizes for s, _ in f.terms):
+            continue
+        key = (f.const, f.terms)
+        if key in seen:
+            continue
+        seen.add(key)
+        d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
+        out.append((int(f.const * d), tuple((s, int(a * d)) for s, a in f.terms), d))
+    return out
+
+
+def _above(f: IntegralForm, sizes: Mapping[str, int]) -> bool:
+    """Whether the form (see :data:`IntegralForm`) is above -1 at ``sizes``."""
+    total, terms, d = f
+    for s, a in terms:
+        total += a * sizes[s]
+    return total > -d
+
+
 def _pick(values: Sequence[int], constants: Sequence[int]) -> list[int]:
     """All of a short range; of a long one its ends, its middle, and the values around multiples of
     the kernel's constants counted from either end."""
     count = len(values)
     if count <= RANGE_EXACT:
         return list(values)
+    return [values[i] for i in _pick_indices(count, constants)]
+
+
+def _pick_indices(count: int, constants: Sequence[int]) -> list[int]:
+    """The positions :func:`_pick` takes from a range of ``count`` values (more than RANGE_EXACT)."""
     idx = {0, 1, 2, 3, count - 4, count - 3, count - 2, count - 1, count // 2}
     for c in constants:
         for k in (c - 1, c, c + 1):
             idx.update((k, count - 1 - k))
-    return [values[i] for i in sorted(i for i in idx if 0 <= i < count)]
+    return sorted(i for i in idx if 0 <= i < count)
 
 
 def _names(e: n.Expr) -> set[str]:
     return {x.id for x in n.walk_expr(e) if isinstance(x, n.Name)}
 
 
-def _kernel_constants(model: KernelModel) -> list[int]:
+def _kernel_constants(model: KernelModel, literals: set[int] | None = None) -> list[int]:
     """Positive integers written in the kernel or fixed by the specialization (at most 4096)."""
     found: set[int] = set()
     for v in model.env.values():
         if isinstance(v, int) and not isinstance(v, bool):
             found.add(v)
-    k = model.kernel
+    found |= literals if literals is not None else _kernel_literals(model.kernel)
+    return sorted(c for c in found if 2 <= c <= 4096)
+
+
+def _kernel_names(k: n.Kernel) -> frozenset[str]:
+    """Every name an expression of the kernel mentions (not the parameters' element types)."""
+    exprs: list[n.Expr] = [e for p in k.params for e in p.shape] + list(k.grid.extents) + [c.value for c in k.consts]
+    exprs += [k.cta.warps] + ([k.cta.occupancy] if k.cta.occupancy is not None else []) + list(k.cta.cluster)
+    for s in k.smem:
+        exprs += list(s.shape) + [x for x in (s.stages, s.pad, s.align) if x is not None]
+    for b in k.barriers:
+        exprs += [b.count] + ([b.stages] if b.stages is not None else [])
+    for d in k.domain:
+        exprs += list(d.values)
+    for role in k.roles:
+        exprs += [x for x in (role.warp_start, role.warp_stop, role.per, role.regs) if x is not None]
+        for s in n.walk_stmts(role.body):
+            if isinstance(s, n.Op):
+                exprs += list(s.operands) + [a.value for a in s.attrs]
+            elif isinstance(s, n.For):
+                exprs += [s.start, s.stop] + ([s.step] if s.step is not None else [])
+            elif isinstance(s, n.Let):
+                exprs.append(s.value)
+            elif isinstance(s, n.If):
+                exprs.append(s.cond)
+            elif isinstance(s, n.RegDecl):
+                exprs += list(s.shape) + (list(s.layout.args) if s.layout is not None else [])
+    names: set[str] = set()
+    for e in exprs:
+        for x in n.walk_expr(e):
+            if isinstance(x, n.Name):
+                names.add(x.id)
+    return frozenset(names)
+
+
+def _kernel_literals(k: n.Kernel) -> set[int]:
+    """Integer literals of the kernel's shapes, grid, constants, operations and control flow."""
+    found: set[int] = set()
     exprs: list[n.Expr] = [e for p in k.params for e in p.shape] + list(k.grid.extents)
     exprs += [c.value for c in k.consts]
     for _, op in n.walk_ops(k):
@@ -644,7 +1206,7 @@ def _kernel_constants(model: KernelModel) -> list[int]:
         for x in n.walk_expr(e):
             if isinstance(x, n.Num) and isinstance(x.value, int):
                 found.add(x.value)
-    return sorted(c for c in found if 2 <= c <= 4096)
+    return found
 
 
 def _extent(ext: n.Expr, value: object) -> str:

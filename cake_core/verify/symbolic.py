@@ -11,6 +11,11 @@
   each variable;
 * :func:`eliminations` and :func:`relaxations` — equivalent or weaker forms of an obligation whose
   lower bounds are tighter (guards multiplied in, atoms replaced in place).
+
+Numbers are exact rationals: a coefficient or constant is an ``int`` while it is integral and a
+:class:`~fractions.Fraction` otherwise (an ``int`` and a ``Fraction`` of equal value compare, hash and
+print alike, so either may appear). Symbols and linear forms cache their canonical ``key`` and compare
+and hash by it; sorting terms and looking them up never walks a form twice.
 """
 
 from __future__ import annotations
@@ -128,11 +133,11 @@ class ShapeDomain:
 
     def always_multiple(self, f: Form, k: int) -> bool:
         """Whether ``f`` is a multiple of ``k`` for every admissible size (sufficient condition)."""
-        if (f.const / k).denominator != 1:
+        if f.const % k:
             return False
         for s, a in f.terms:
             r = self.sizes.get(s)
-            if r is None or (a * r.modulus / k).denominator != 1:
+            if r is None or (a * r.modulus) % k:
                 return False
         return True
 
@@ -161,33 +166,58 @@ class ShapeDomain:
 # Linear forms
 # ---------------------------------------------------------------------------------------------------
 
+Q = int | Fraction  # an exact rational: an int while integral
+
+
+def _q(x: int | Fraction) -> int | Fraction:
+    """``x`` as an int when it is integral (the fast representation), else as it is."""
+    if type(x) is Fraction and x.denominator == 1:
+        return x.numerator
+    return x
+
+
+def _div(a: int | Fraction, b: int | Fraction) -> int | Fraction:
+    """The exact quotient ``a / b`` (never a float)."""
+    if type(a) is int and type(b) is int:
+        q, r = divmod(a, b)
+        return q if r == 0 else Fraction(a, b)
+    return _q(a / b)
+
 
 @attrs.frozen
 class Form:
     """``const + Σ a·s`` over run-time sizes ``s``: a bound that holds for every admissible size."""
 
-    const: Fraction = Fraction(0)
-    terms: tuple[tuple[str, Fraction], ...] = ()
+    const: Q = 0
+    terms: tuple[tuple[str, Q], ...] = ()
 
     @staticmethod
-    def make(const: Fraction | int, terms: Mapping[str, Fraction]) -> Form:
-        return Form(Fraction(const), tuple(sorted((s, a) for s, a in terms.items() if a != 0)))
+    def make(const: Q, terms: Mapping[str, Q]) -> Form:
+        items = [(s, _q(a)) for s, a in terms.items() if a != 0]
+        if len(items) > 1:
+            items.sort()
+        return Form(_q(const), tuple(items))
 
     def __add__(self, other: Form) -> Form:
+        if not other.terms:
+            return Form(_q(self.const + other.const), self.terms)
         t = dict(self.terms)
         for s, a in other.terms:
-            t[s] = t.get(s, Fraction(0)) + a
+            t[s] = t.get(s, 0) + a
         return Form.make(self.const + other.const, t)
 
-    def scale(self, k: Fraction | int) -> Form:
+    def scale(self, k: Q) -> Form:
         return Form.make(self.const * k, {s: a * k for s, a in self.terms})
 
     @property
     def is_const(self) -> bool:
         return not self.terms
 
-    def at(self, sizes: Mapping[str, int]) -> Fraction:
-        return self.const + sum((a * sizes[s] for s, a in self.terms), Fraction(0))
+    def at(self, sizes: Mapping[str, int]) -> Q:
+        total = self.const
+        for s, a in self.terms:
+            total += a * sizes[s]
+        return total
 
     def __str__(self) -> str:
         parts = [f"{a}*{s}" for s, a in self.terms]
@@ -196,86 +226,126 @@ class Form:
         return " + ".join(parts)
 
 
-@attrs.frozen
-class Size:
+class _Keyed:
+    """Symbols and linear forms compare and hash by their canonical key, computed once."""
+
+    __slots__ = ()
+    key: str
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.key == other.key  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@attrs.frozen(eq=False)
+class Size(_Keyed):
     name: str
+    key: str = attrs.field(init=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return "s:" + self.name
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "key", "s:" + self.name)
 
 
-@attrs.frozen
-class Var:
+@attrs.frozen(eq=False)
+class Var(_Keyed):
     name: str
+    key: str = attrs.field(init=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return "v:" + self.name
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "key", "v:" + self.name)
 
 
-@attrs.frozen
-class Atom:
+@attrs.frozen(eq=False)
+class Atom(_Keyed):
     """A non-linear sub-expression: ``op`` in floor, cdiv, mod, min, max, mul, div."""
 
     op: str
     args: tuple[Lin, ...]
+    key: str = attrs.field(init=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return f"a:{self.op}(" + ",".join(a.key for a in self.args) + ")"
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "key", f"a:{self.op}(" + ",".join(a.key for a in self.args) + ")")
 
 
 Sym = Size | Var | Atom
 
 
-@attrs.frozen
-class Lin:
+@attrs.frozen(eq=False)
+class Lin(_Keyed):
     """``const + Σ a·x`` over sizes, variables and atoms, in a canonical order."""
 
-    const: Fraction = Fraction(0)
-    terms: tuple[tuple[Sym, Fraction], ...] = ()
+    const: Q = 0
+    terms: tuple[tuple[Sym, Q], ...] = ()
+    _key: str | None = attrs.field(default=None, init=False, repr=False)
 
     @staticmethod
-    def make(const: Fraction | int, terms: Mapping[Sym, Fraction]) -> Lin:
-        items = [(x, a) for x, a in terms.items() if a != 0]
-        items.sort(key=lambda xa: xa[0].key)
-        return Lin(Fraction(const), tuple(items))
+    def make(const: Q, terms: Mapping[Sym, Q]) -> Lin:
+        items = [(x, _q(a)) for x, a in terms.items() if a != 0]
+        if len(items) > 1:
+            items.sort(key=_sym_key)
+        return Lin(_q(const), tuple(items))
 
     @staticmethod
     def of(x: Sym) -> Lin:
-        return Lin(Fraction(0), ((x, Fraction(1)),))
+        return Lin(0, ((x, 1),))
 
     def __add__(self, other: Lin) -> Lin:
-        t: dict[Sym, Fraction] = dict(self.terms)
+        if not other.terms:
+            return Lin(_q(self.const + other.const), self.terms)
+        if not self.terms:
+            return Lin(_q(self.const + other.const), other.terms)
+        t: dict[Sym, Q] = dict(self.terms)
         for x, a in other.terms:
-            t[x] = t.get(x, Fraction(0)) + a
+            t[x] = t.get(x, 0) + a
         return Lin.make(self.const + other.const, t)
 
     def __sub__(self, other: Lin) -> Lin:
         return self + other.scale(-1)
 
-    def scale(self, k: Fraction | int) -> Lin:
-        return Lin.make(self.const * k, {x: a * k for x, a in self.terms})
+    def scale(self, k: Q) -> Lin:
+        if k == 0:
+            return Lin(0, ())
+        return Lin(_q(self.const * k), tuple((x, _q(a * k)) for x, a in self.terms))
 
-    def plus(self, k: Fraction | int) -> Lin:
-        return Lin(self.const + k, self.terms)
+    def plus(self, k: Q) -> Lin:
+        return Lin(_q(self.const + k), self.terms)
 
-    def coef(self, x: Sym) -> Fraction:
-        return next((a for y, a in self.terms if y == x), Fraction(0))
+    def coef(self, x: Sym) -> Q:
+        for y, a in self.terms:
+            if y == x:
+                return a
+        return 0
 
     @property
     def is_const(self) -> bool:
         return not self.terms
 
     @property
-    def key(self) -> str:
-        return f"{self.const}" + "".join(f"+{a}*{x.key}" for x, a in self.terms)
+    def key(self) -> str:  # type: ignore[override]
+        k = self._key
+        if k is None:
+            k = f"{self.const}" + "".join(f"+{a}*{x.key}" for x, a in self.terms)
+            object.__setattr__(self, "_key", k)
+        return k
+
+
+def _sym_key(xa: tuple[Sym, Q]) -> str:
+    return xa[0].key
 
 
 def _int_const(x: Lin) -> int | None:
-    if x.is_const and x.const.denominator == 1:
-        return int(x.const)
+    if not x.terms:
+        c = x.const
+        if type(c) is int:
+            return c
+        if c.denominator == 1:
+            return int(c)
     return None
 
 
@@ -286,60 +356,73 @@ class Linearizer:
         self.env, self.sizes, self.scalars = env, sizes, scalars
 
     def lin(self, e: n.Expr, lets: Mapping[str, Lin | None]) -> Lin | None:
-        if isinstance(e, n.Num):
-            return Lin(Fraction(e.value)) if isinstance(e.value, int) else None
-        if isinstance(e, n.Name):
-            if e.id in lets:
-                return lets[e.id]
-            v = self.env.get(e.id)
+        kind = _KINDS.get(type(e)) or _kind_of(e)
+        if kind is n.Num:
+            v = e.value  # type: ignore[attr-defined]
+            return Lin(int(v)) if isinstance(v, int) else None
+        if kind is n.Name:
+            name = e.id  # type: ignore[attr-defined]
+            if name in lets:
+                return lets[name]
+            v = self.env.get(name)
             if isinstance(v, int) and not isinstance(v, bool):
-                return Lin(Fraction(v))
-            if e.id in self.sizes:
-                return Lin.of(Size(e.id))
+                return Lin(v)
+            if name in self.sizes:
+                return Lin.of(Size(name))
             if v is not None:
                 return None  # a type variable or other non-integer
-            return Lin.of(Var(e.id))  # grid, loop, self, scalar
-        if isinstance(e, n.Unary):
-            if e.op != "-":
-                return None
-            x = self.lin(e.operand, lets)
-            return None if x is None else x.scale(-1)
-        if isinstance(e, n.Bin):
-            a, b = self.lin(e.left, lets), self.lin(e.right, lets)
+            return Lin.of(Var(name))  # grid, loop, self, scalar
+        if kind is n.Bin:
+            a, b = self.lin(e.left, lets), self.lin(e.right, lets)  # type: ignore[attr-defined]
             if a is None or b is None:
                 return None
-            if e.op == "+":
+            op = e.op  # type: ignore[attr-defined]
+            if op == "+":
                 return a + b
-            if e.op == "-":
+            if op == "-":
                 return a - b
-            if e.op == "*":
-                if a.is_const:
+            if op == "*":
+                if not a.terms:
                     return b.scale(a.const)
-                if b.is_const:
+                if not b.terms:
                     return a.scale(b.const)
                 return Lin.of(Atom("mul", (a, b)))
-            if e.op in ("/", "%"):
+            if op in ("/", "%"):
                 k = _int_const(b)
                 if k is not None and k > 0:
                     ka = _int_const(a)
                     if ka is not None:
-                        return Lin(Fraction(ka // k if e.op == "/" else ka % k))
-                    return Lin.of(Atom("floor" if e.op == "/" else "mod", (a, b)))
-                return Lin.of(Atom("div" if e.op == "/" else "modv", (a, b)))
+                        return Lin(ka // k if op == "/" else ka % k)
+                    return Lin.of(Atom("floor" if op == "/" else "mod", (a, b)))
+                return Lin.of(Atom("div" if op == "/" else "modv", (a, b)))
             return None  # comparisons and booleans are not indices
-        if isinstance(e, n.Call) and e.fn in ("cdiv", "min", "max") and len(e.args) == 2:
-            a, b = self.lin(e.args[0], lets), self.lin(e.args[1], lets)
+        if kind is n.Unary:
+            if e.op != "-":  # type: ignore[attr-defined]
+                return None
+            x = self.lin(e.operand, lets)  # type: ignore[attr-defined]
+            return None if x is None else x.scale(-1)
+        if kind is n.Call and e.fn in ("cdiv", "min", "max") and len(e.args) == 2:  # type: ignore[attr-defined]
+            a, b = self.lin(e.args[0], lets), self.lin(e.args[1], lets)  # type: ignore[attr-defined]
             if a is None or b is None:
                 return None
+            fn = e.fn  # type: ignore[attr-defined]
             ka, kb = _int_const(a), _int_const(b)
             if ka is not None and kb is not None:
-                if e.fn == "cdiv":
-                    return Lin(Fraction(-(-ka // kb))) if kb else None
-                return Lin(Fraction(min(ka, kb) if e.fn == "min" else max(ka, kb)))
-            if e.fn == "cdiv" and (kb is None or kb <= 0):
+                if fn == "cdiv":
+                    return Lin(-(-ka // kb)) if kb else None
+                return Lin(min(ka, kb) if fn == "min" else max(ka, kb))
+            if fn == "cdiv" and (kb is None or kb <= 0):
                 return Lin.of(Atom("div", (a.plus(-1) + b, b)))
-            return Lin.of(Atom(e.fn, (a, b)))
+            return Lin.of(Atom(fn, (a, b)))
         return None
+
+
+#: expression classes the linearizer dispatches on, by exact type (subclasses through :func:`_kind_of`)
+_KINDS: dict[type, type] = {c: c for c in (n.Num, n.Name, n.Unary, n.Bin, n.Call)}
+
+
+def _kind_of(e: object) -> type | None:
+    return next((c for c in (n.Num, n.Name, n.Unary, n.Bin, n.Call) if isinstance(e, c)), None)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -351,11 +434,16 @@ Bound = tuple[Lin | None, Lin | None]  # a variable's lowest and highest value, 
 
 
 class Bounder:
-    """Symbolic lower and upper bounds (:class:`Form`) of linear expressions."""
+    """Symbolic lower and upper bounds (:class:`Form`) of linear expressions.
+
+    Bounds of symbols are memoized for the bounder's lifetime: a bounder stands for one set of
+    variable bounds (one scope of a kernel), and may be shared by every question about that scope.
+    """
 
     def __init__(self, domain: ShapeDomain, var_bounds: Mapping[str, Bound]) -> None:
         self.domain, self.var_bounds = domain, var_bounds
         self._memo: dict[tuple[str, bool], Form | None] = {}
+        self._lin_memo: dict[tuple[str, bool], Form | None] = {}
 
     def lower(self, x: Lin) -> Form | None:
         return self._bound(x, low=True)
@@ -364,28 +452,42 @@ class Bounder:
         return self._bound(x, low=False)
 
     def _bound(self, x: Lin, low: bool) -> Form | None:
-        total = Form(x.const)
+        if not x.terms:
+            return Form(x.const)
+        key = (x.key, low)
+        memo = self._lin_memo
+        if key in memo:
+            return memo[key]
+        const = x.const
+        acc: dict[str, Q] = {}
+        out: Form | None = None
         for sym, a in x.terms:
             f = self._sym(sym, low=(a > 0) == low)
             if f is None:
-                return None
-            total = total + f.scale(a)
-        return total
+                break
+            const += f.const * a
+            for s, c in f.terms:
+                acc[s] = acc.get(s, 0) + c * a
+        else:
+            out = Form.make(const, acc)
+        memo[key] = out
+        return out
 
     def _sym(self, sym: Sym, low: bool) -> Form | None:
-        if isinstance(sym, Size):
-            return Form.make(0, {sym.name: Fraction(1)})
+        if type(sym) is Size:
+            return Form(0, ((sym.name, 1),))
         key = (sym.key, low)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = None  # a cycle (never expected) is unbounded
-        if isinstance(sym, Var):
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        memo[key] = None  # a cycle (never expected) is unbounded
+        if type(sym) is Var:
             lo, hi = self.var_bounds.get(sym.name, (None, None))
             b = lo if low else hi
             out = None if b is None else self._bound(b, low)
         else:
-            out = self._atom(sym, low)
-        self._memo[key] = out
+            out = self._atom(sym, low)  # type: ignore[arg-type]
+        memo[key] = out
         return out
 
     def proves_nonneg(self, f: Form | None) -> bool:
@@ -412,21 +514,21 @@ class Bounder:
                     if lo is None:
                         return None
                     exact = self.domain.always_multiple(lo, k)
-                    return (lo if exact else lo + Form(Fraction(-(k - 1)))).scale(Fraction(1, k))
+                    return (lo if exact else lo + Form(-(k - 1))).scale(Fraction(1, k))
                 hi = self.upper(x)
                 return None if hi is None else hi.scale(Fraction(1, k))
             if op == "mod" and k:
                 lo, hi = self.lower(x), self.upper(x)
-                if self.proves_nonneg(lo) and self._le(hi, Form(Fraction(k - 1))):
+                if self.proves_nonneg(lo) and self._le(hi, Form(k - 1)):
                     return lo if low else hi  # 0 <= x < k: the remainder is x itself
                 if lin_multiple(x, k, self.domain):
                     return Form()
-                return Form() if low else Form(Fraction(k - 1))
+                return Form() if low else Form(k - 1)
             if op == "modv":  # remainder by a run-time value: 0 .. divisor-1 when the divisor is positive
                 dlo, dhi = self.lower(k_lin), self.upper(k_lin)
-                if dlo is None or not self._le(Form(Fraction(1)), dlo):
+                if dlo is None or not self._le(Form(1), dlo):
                     return None
-                return Form() if low else (None if dhi is None else dhi + Form(Fraction(-1)))
+                return Form() if low else (None if dhi is None else dhi + Form(-1))
             return None  # division by a run-time value
         if op == "cdiv":
             x, k_lin = args
@@ -440,7 +542,7 @@ class Bounder:
             if hi is None:
                 return None
             exact = self.domain.always_multiple(hi, k)
-            return (hi if exact else hi + Form(Fraction(k - 1))).scale(Fraction(1, k))
+            return (hi if exact else hi + Form(k - 1)).scale(Fraction(1, k))
         if op in ("min", "max"):
             a, b = args
             fa, fb = self._bound(a, low), self._bound(b, low)
@@ -493,11 +595,11 @@ def lin_multiple(x: Lin, k: int, shape: ShapeDomain) -> bool:
     Sufficient: the constant and every coefficient are multiples of ``k`` (a size's coefficient times
     its modulus). Variables and atoms take every integer for all the proof knows.
     """
-    if (x.const / k).denominator != 1:
+    if x.const % k:
         return False
     for sym, a in x.terms:
-        m = shape.sizes[sym.name].modulus if isinstance(sym, Size) and sym.name in shape.sizes else 1
-        if (a * m / k).denominator != 1:
+        m = shape.sizes[sym.name].modulus if type(sym) is Size and sym.name in shape.sizes else 1
+        if (a * m) % k:
             return False
     return True
 
@@ -511,20 +613,32 @@ def eliminations(m: Lin, guards: Sequence[Lin]) -> Iterator[Lin]:
         nxt: list[Lin] = []
         for x in frontier:
             for g in guards:
-                lambdas = {Fraction(1)}
+                lambdas: dict[Q, None] = {1: None}  # insertion-ordered, as a set of values
+                coefs = dict(g.terms)
                 for sym, a in x.terms:
-                    if isinstance(sym, Size):
+                    if type(sym) is Size:
                         continue
-                    b = g.coef(sym)
-                    if b != 0 and a / b > 0:
-                        lambdas.add(a / b)
-                for lam in lambdas:
+                    b = coefs.get(sym, 0)
+                    if b != 0:
+                        lam = _div(a, b)
+                        if lam > 0:
+                            lambdas[lam] = None
+                for lam in _set_order(lambdas):
                     y = x - g.scale(lam)
                     if y.key not in seen and len(seen) < 256:
                         seen.add(y.key)
                         nxt.append(y)
                         yield y
         frontier = nxt
+
+
+def _set_order(values: dict[Q, None]) -> list[Q]:
+    """The iteration order of ``set(values)`` for the set the original algorithm built
+    (``{Fraction(1)}`` then each λ added): candidates are tried, and deduplicated, in that order."""
+    s: set[Fraction] = {Fraction(1)}
+    for v in values:
+        s.add(Fraction(v))
+    return list(s)
 
 
 def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
@@ -536,9 +650,9 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
     * ``c > 0``: ``max(a, b) >= a`` and ``>= b``; ``cdiv(x, k) >= x/k``;
       ``floor(x/k) >= (x - (k-1))/k`` (``x/k`` when a multiple).
     """
-    options: list[tuple[Atom, Fraction, list[Lin]]] = []
+    options: list[tuple[Atom, Q, list[Lin]]] = []
     for x, c in m.terms:
-        if not isinstance(x, Atom):
+        if type(x) is not Atom:
             continue
         alts: list[Lin] = []
         if (x.op == "min" and c < 0) or (x.op == "max" and c > 0):
@@ -561,7 +675,8 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
     if not options:
         return
     options = options[:6]
-    rest = Lin.make(m.const, {x: c for x, c in m.terms if all(x != o[0] for o in options)})
+    chosen = {o[0] for o in options}
+    rest = Lin.make(m.const, {x: c for x, c in m.terms if x not in chosen})
     for picks in itertools.product(*[[None, *alts] for _, _, alts in options]):
         if all(p is None for p in picks):
             continue
@@ -569,5 +684,3 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
         for (atom, c, _), p in zip(options, picks, strict=True):
             out = out + (Lin.of(atom) if p is None else p).scale(c)
         yield out
-
-
