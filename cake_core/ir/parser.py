@@ -9,6 +9,7 @@ key, and makes a source location only where a node or a diagnostic keeps one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from cake_core.diagnostics.codes import SYNTAX
@@ -23,6 +24,58 @@ KEYWORDS = frozenset(
     "launch buffer warps per regs step and or not global scalar occupancy cluster swizzle pad "
     "align count mbarrier".split()
 )
+# ---------------------------------------------------------------------------------------------------
+# Fast construction of the most numerous nodes
+# ---------------------------------------------------------------------------------------------------
+
+
+def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., object]:
+    """A constructor ``maker(*values)`` for the attrs class ``cls``, one value per name of ``fields``
+    (every field of the class, in any order), that fills the instance's slots directly.
+
+    The parser builds hundreds of expression nodes and locations per kernel; attrs' generated
+    ``__init__`` (frozen, slotted) costs about twice as much. The shortcut is taken only where it builds
+    the very same object: a slotted attrs class without validators, ``__attrs_post_init__`` or custom
+    ``__setattr__`` hooks, whose only converter is ``tuple`` (the parser always passes tuples). Any
+    other class gets its own constructor, called with keywords.
+    """
+    import attrs as _attrs
+
+    declared = _attrs.fields(cls)
+    simple = (
+        {f.name for f in declared} == set(fields)
+        and "__slots__" in cls.__dict__
+        and not hasattr(cls, "__attrs_post_init__")
+        and all(f.validator is None and f.on_setattr is None and f.converter in (None, tuple) for f in declared)
+    )
+    if not simple:
+        return lambda *values: cls(**dict(zip(fields, values, strict=True)))
+    setters = {}
+    for name in fields:
+        owner = next(c for c in cls.__mro__ if name in c.__dict__)
+        setters[name] = owner.__dict__[name].__set__
+    args = ", ".join(fields)
+    body = "".join(f"    _set_{name}(o, {name})\n" for name in fields)
+    code = f"def make({args}):\n    o = _new(_cls)\n{body}    return o\n"
+    namespace: dict[str, object] = {"_new": object.__new__, "_cls": cls}
+    namespace.update({f"_set_{name}": setter for name, setter in setters.items()})
+    exec(code, namespace)  # noqa: S102 - source built from attrs field names
+    return namespace["make"]  # type: ignore[return-value]
+
+
+_loc = _maker(Loc, ("file", "line", "col", "end_line", "end_col"))
+_num = _maker(n.Num, ("value", "loc"))
+_name = _maker(n.Name, ("id", "loc"))
+_bin = _maker(n.Bin, ("op", "left", "right", "loc"))
+_unary = _maker(n.Unary, ("op", "operand", "loc"))
+_call = _maker(n.Call, ("fn", "args", "loc"))
+_ref = _maker(n.Ref, ("name", "index", "transpose", "loc"))
+_at = _maker(n.At, ("expr", "loc"))
+_span = _maker(n.Span, ("start", "size", "loc"))
+_all = _maker(n.All, ("loc",))
+_attr = _maker(n.Attr, ("key", "value", "loc"))
+_op = _maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
+
 _CMP = frozenset(("<", "<=", ">", ">=", "==", "!="))
 _ADD = frozenset(("+", "-"))
 _MUL = frozenset(("*", "/", "%"))
@@ -55,7 +108,8 @@ class Parser:
         return describe(t[1], t[2])
 
     def loc(self, i: int) -> Loc:
-        return loc_of(self.file, self.toks[i])
+        t = self.toks[i]
+        return _loc(self.file, t[3], t[4], t[3], t[5])  # type: ignore[return-value]
 
     def at(self, text: str) -> bool:
         return self.toks[self.i][0] == text
@@ -98,7 +152,7 @@ class Parser:
     def span(self, start: int) -> Loc:
         """From the start of token ``start`` to the end of the last token consumed."""
         a, b = self.toks[start], self.toks[self.i - 1]
-        return Loc(self.file, a[3], a[4], b[3], b[5])
+        return _loc(self.file, a[3], a[4], b[3], b[5])  # type: ignore[return-value]
 
     # -- module --------------------------------------------------------------------------------------
 
@@ -438,7 +492,7 @@ class Parser:
                     a = self.i
                     self.i += 2
                     value = self.expr()
-                    attrs.append(n.Attr(t[2], value, loc=self.span(a)))
+                    attrs.append(_attr(t[2], value, self.span(a)))  # type: ignore[arg-type]
                 else:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")
@@ -449,7 +503,7 @@ class Parser:
                     break
         loc = self.span(s)
         self.newline("after the operation")
-        return n.Op(toks[s][2], tuple(outs), tuple(ins), tuple(attrs), loc=loc)
+        return _op(toks[s][2], tuple(outs), tuple(ins), tuple(attrs), loc)  # type: ignore[return-value]
 
     # -- expressions ---------------------------------------------------------------------------------
 
@@ -467,7 +521,7 @@ class Parser:
         while self.toks[self.i][0] == "or":
             self.i += 1
             right = self.expr_and()
-            left = n.Bin("or", left, right, loc=_join(left, right))
+            left = _bin("or", left, right, _join(left, right))  # type: ignore[assignment]
         return left
 
     def expr_and(self) -> n.Expr:
@@ -475,7 +529,7 @@ class Parser:
         while self.toks[self.i][0] == "and":
             self.i += 1
             right = self.expr_not()
-            left = n.Bin("and", left, right, loc=_join(left, right))
+            left = _bin("and", left, right, _join(left, right))  # type: ignore[assignment]
         return left
 
     def expr_not(self) -> n.Expr:
@@ -483,7 +537,7 @@ class Parser:
         if self.toks[s][0] == "not":
             self.i += 1
             operand = self.expr_not()
-            return n.Unary("not", operand, loc=_join_tok(self.loc(s), operand))
+            return _unary("not", operand, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
         return self.expr_cmp()
 
     def expr_cmp(self) -> n.Expr:
@@ -492,7 +546,7 @@ class Parser:
         if t[1] == "OP" and t[2] in _CMP:
             self.i += 1
             right = self.expr_add()
-            left = n.Bin(t[2], left, right, loc=_join(left, right))
+            left = _bin(t[2], left, right, _join(left, right))  # type: ignore[assignment]
         return left
 
     def expr_add(self) -> n.Expr:
@@ -502,7 +556,7 @@ class Parser:
             op = toks[self.i][2]
             self.i += 1
             right = self.expr_mul()
-            left = n.Bin(op, left, right, loc=_join(left, right))
+            left = _bin(op, left, right, _join(left, right))  # type: ignore[assignment]
         return left
 
     def expr_mul(self) -> n.Expr:
@@ -512,7 +566,7 @@ class Parser:
             op = toks[self.i][2]
             self.i += 1
             right = self.expr_unary()
-            left = n.Bin(op, left, right, loc=_join(left, right))
+            left = _bin(op, left, right, _join(left, right))  # type: ignore[assignment]
         return left
 
     def expr_unary(self) -> n.Expr:
@@ -521,8 +575,8 @@ class Parser:
             self.i += 1
             operand = self.expr_unary()
             if isinstance(operand, n.Num):
-                return n.Num(-operand.value, loc=_join_tok(self.loc(s), operand))
-            return n.Unary("-", operand, loc=_join_tok(self.loc(s), operand))
+                return _num(-operand.value, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
+            return _unary("-", operand, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
         return self.expr_postfix()
 
     def expr_postfix(self) -> n.Expr:
@@ -532,7 +586,7 @@ class Parser:
         if kind == "NUMBER":
             self.i += 1
             v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
-            return n.Num(v, loc=self.loc(s))
+            return _num(v, self.loc(s))  # type: ignore[return-value]
         if t[0] == "(":
             self.i += 1
             e = self.expr()
@@ -544,7 +598,7 @@ class Parser:
             if toks[self.i][0] == "(":
                 self.i += 1
                 args = self.expr_list(")")
-                return n.Call(text, args, loc=self.span(s))
+                return _call(text, args, self.span(s))  # type: ignore[return-value]
             index: list[n.Idx] = []
             while toks[self.i][0] == "[":
                 self.i += 1
@@ -555,32 +609,32 @@ class Parser:
                 self.expect("]")
             transpose = self.accept("^T")
             if index or transpose:
-                return n.Ref(text, tuple(index), transpose, loc=self.span(s))
-            return n.Name(text, loc=self.loc(s))
+                return _ref(text, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
+            return _name(text, self.loc(s))  # type: ignore[return-value]
         raise self.error(f"expected an expression, found {describe(kind, text)}")
 
     def index_item(self) -> n.Idx:
         s = self.i
         if self.toks[s][0] == ":":
             self.i += 1
-            return n.All(loc=self.loc(s))
+            return _all(self.loc(s))  # type: ignore[return-value]
         start = self.expr()
         if self.accept(":"):
             self.expect("+", "before a slice size (`start : +size`)")
             size = self.expr()
-            return n.Span(start, size, loc=self.span(s))
-        return n.At(start, loc=self.span(s))
+            return _span(start, size, self.span(s))  # type: ignore[return-value]
+        return _at(start, self.span(s))  # type: ignore[return-value]
 
 
 def _join(left: n.Expr, right: n.Expr) -> Loc:
     """``left.loc.to(right.loc)``: the span of a binary expression."""
     a, b = left.loc, right.loc
-    return Loc(a.file, a.line, a.col, b.end_line, b.end_col)
+    return _loc(a.file, a.line, a.col, b.end_line, b.end_col)  # type: ignore[return-value]
 
 
 def _join_tok(start: Loc, operand: n.Expr) -> Loc:
     b = operand.loc
-    return Loc(start.file, start.line, start.col, b.end_line, b.end_col)
+    return _loc(start.file, start.line, start.col, b.end_line, b.end_col)  # type: ignore[return-value]
 
 
 def parse(text: str, file: str = "<string>") -> n.Module:

@@ -497,7 +497,8 @@ class KernelChecker:
         return tuple(out)
 
     def operand(self, e: n.Expr, slot: Slot, scope: set[str], op: n.Op) -> Operand | None:
-        name = e.name if isinstance(e, n.Ref) else (e.id if isinstance(e, n.Name) else None)
+        is_ref = isinstance(e, n.Ref)
+        name = e.name if is_ref else (e.id if isinstance(e, n.Name) else None)  # type: ignore[attr-defined]
         decl = self.tensors.get(name) if name is not None else None
         if isinstance(decl, n.RegDecl) and name not in self.role_regs:
             self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
@@ -515,8 +516,10 @@ class KernelChecker:
             if not self.names_ok(e, scope, f"operand `{slot.name}`"):
                 return None
             return Operand(e, slot, Kind.VALUE)
-        ref = e if isinstance(e, n.Ref) else n.Ref(name, (), loc=e.loc)
-        for item in ref.index:
+        # a bare name is the whole tensor: no index, not transposed
+        ref_index: tuple[n.Idx, ...] = e.index if is_ref else ()  # type: ignore[attr-defined]
+        transpose = e.transpose if is_ref else False  # type: ignore[attr-defined]
+        for item in ref_index:
             for sub in (item.expr,) if isinstance(item, n.At) else (
                 (item.start, item.size) if isinstance(item, n.Span) else ()
             ):
@@ -544,7 +547,7 @@ class KernelChecker:
                 f"{_kind_word(kind)}",
             )  # fmt: skip
             return None
-        index = list(ref.index)
+        index = list(ref_index)
         stage = None
         if staged:
             if index and isinstance(index[0], n.At):
@@ -571,9 +574,7 @@ class KernelChecker:
         if staged and stage is None and kind is not Kind.BARRIER:
             shape.insert(0, self.model.smem[name].stages or 1)
         layout = decl.layout if isinstance(decl, n.RegDecl) else None
-        return Operand(
-            e, slot, kind, name, dtype, tuple(shape), decl, stage, tuple(index), ref.transpose, layout
-        )
+        return Operand(e, slot, kind, name, dtype, tuple(shape), decl, stage, tuple(index), transpose, layout)
 
     def attributes(self, op: n.Op, prim: Primitive, scope: set[str]) -> None:
         sig = prim.signature

@@ -63,6 +63,20 @@ element size is a multiple of an access width: *proved* when the constant and ev
 
 Expressions are evaluated as the interpreter does: ``/`` is floor division, ``%`` the non-negative
 remainder. A domain with no admissible size (``N >= 8, N <= 4``) makes every obligation hold.
+
+How it is computed (none of this changes a verdict)
+---------------------------------------------------
+* The symbolic view of a chain of binders (lets as linear forms, variable bounds, guards) is built
+  once per chain prefix, with one :class:`~cake_core.verify.symbolic.Bounder` whose memo every access
+  under those binders shares; proofs are memoized by obligation.
+* Verdicts are memoized across the specializations of a kernel that cannot tell them apart (the
+  same integer constants, run-time sizes, role instances and buffer, barrier and tile shapes:
+  :meth:`KernelDomain.fingerprint`) in the dict :func:`~cake_core.ir.sema.check_module` gives every
+  model of a kernel. Nothing is kept across type checks.
+* The witness search runs compiled code: each expression becomes a Python function
+  (:func:`compile_expr`), and each walk — binders and obligations — one generated function
+  (:class:`_WalkerSource`) with the recursive walk's exact evaluation order, budget and exception
+  handling; :meth:`KernelDomain._walk` remains for what cannot be compiled.
 """
 
 from __future__ import annotations
@@ -220,13 +234,16 @@ class Obligation:
 
     ``parts``, when given, is ``check`` taken apart: expressions evaluated in order, then a function of
     their values; ``check(env)`` must equal ``parts[1](*(evaluate(x, env) for x in parts[0]))``. The
-    witness search compiles obligations that have ``parts`` into its walk.
+    witness search compiles obligations that have ``parts`` into its walk. ``fails``, when given, is a
+    Python expression over the values ``a0, a1, ...`` that is true exactly when ``parts[1]`` returns a
+    message (its first test, so it raises where that would): the walk calls the function only then.
     """
 
     m: Lin | None
     exprs: tuple[n.Expr, ...]  # the expressions it depends on (for choosing sizes to sample)
     check: Callable[[Mapping[str, object]], str | None]
     parts: tuple[tuple[n.Expr, ...], Callable[..., str | None]] | None = None
+    fails: str | None = None
 
 
 @attrs.frozen
@@ -268,6 +285,8 @@ class KernelDomain:
         self._root = _Scope((), {}, {}, [], {s: (None, None) for s in self.shape.scalars})
         self._states: dict[tuple[int, ...], _Scope] = {}
         self._picks: dict[int, list[int]] = {}
+        self._picked: dict[range, list[int]] = {}
+        self._size_samples: dict[str, list[int]] = {}
         self._base_names = frozenset(model.env) | frozenset(self.shape.sizes) | self.shape.scalars
         self._compiled: dict[int, tuple[n.Expr, Callable[[Mapping[str, object]], object]]]
         self._compiled = self._shared.setdefault("compiled", {})  # type: ignore[assignment]
@@ -472,10 +491,7 @@ class KernelDomain:
 
     def size_assignments(self, names: Sequence[str]) -> Iterator[dict[str, int]]:
         """The witness set over ``names`` (run-time sizes and scalars; see the module documentation)."""
-        per = {
-            s: list(SCALAR_SAMPLES) if s in self.shape.scalars else self.shape.samples(s, self.constants)
-            for s in names
-        }
+        per = {s: self._samples(s) for s in names}
         if not names:
             yield {}
             return
@@ -497,6 +513,17 @@ class KernelDomain:
                     if key not in seen:
                         seen.add(key)
                         yield a
+
+    def _samples(self, name: str) -> list[int]:
+        """The values one size (or scalar) takes in witness searches; computed once per name."""
+        out = self._size_samples.get(name)
+        if out is None:
+            if name in self.shape.scalars:
+                out = list(SCALAR_SAMPLES)
+            else:
+                out = self.shape.samples(name, self.constants)
+            self._size_samples[name] = out
+        return list(out)
 
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
@@ -632,15 +659,19 @@ class KernelDomain:
             else:
                 env[name] = old
 
-    def _pick(self, values: Sequence[int]) -> list[int]:
-        """:func:`_pick` with the kernel's constants, its index choice memoized by range length."""
+    def _pick(self, values: range) -> Sequence[int]:
+        """:func:`_pick` with the kernel's constants, memoized by range (the walk meets the same ranges
+        again and again). A short range is its own pick."""
         count = len(values)
         if count <= RANGE_EXACT:
-            return list(values)
-        idx = self._picks.get(count)
-        if idx is None:
-            idx = self._picks[count] = _pick_indices(count, self.constants)
-        return [values[i] for i in idx]
+            return values
+        out = self._picked.get(values)
+        if out is None:
+            idx = self._picks.get(count)
+            if idx is None:
+                idx = self._picks[count] = _pick_indices(count, self.constants)
+            out = self._picked[values] = [values[i] for i in idx]
+        return out
 
     def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
         """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations``; None where it
@@ -710,7 +741,9 @@ class KernelDomain:
 
         def low_of(v: object) -> str | None:
             if v < 0:  # type: ignore[operator]
-                return f"stage `{_text(e)}` is {v}, below 0" if stage else f"{where}, index `{_text(e)}` is {v}, below 0"
+                if stage:
+                    return f"stage `{_text(e)}` is {v}, below 0"
+                return f"{where}, index `{_text(e)}` is {v}, below 0"
             return None
 
         def high_of(v: object, top: object) -> str | None:
@@ -721,19 +754,23 @@ class KernelDomain:
             return None
 
         return [
-            self._obligation(x, (e,), (e,), low_of),
-            self._obligation(None if x is None or E is None else (E - x).plus(-1), (e, ext), (e, ext), high_of),
+            self._obligation(x, (e,), (e,), low_of, "a0 < 0"),
+            self._obligation(
+                None if x is None or E is None else (E - x).plus(-1), (e, ext), (e, ext), high_of, "a0 >= a1"
+            ),
         ]
 
     def _obligation(
-        self, m: Lin | None, exprs: tuple[n.Expr, ...], evaluated: tuple[n.Expr, ...], of: Callable[..., str | None]
+        self, m: Lin | None, exprs: tuple[n.Expr, ...], evaluated: tuple[n.Expr, ...], of: Callable[..., str | None],
+        fails: str | None = None,
     ) -> Obligation:
-        """An obligation whose check evaluates ``evaluated`` in order and gives the values to ``of``."""
+        """An obligation whose check evaluates ``evaluated`` in order and gives the values to ``of``;
+        ``fails`` is ``of``'s first test, over ``a0, a1, ...`` (see :class:`Obligation`)."""
 
         def check(env: Mapping[str, object]) -> str | None:
             return of(*[self._fn(x)(env) for x in evaluated])
 
-        return Obligation(m, exprs, check, (evaluated, of))
+        return Obligation(m, exprs, check, (evaluated, of), fails)
 
     def _span(
         self, start: n.Expr, size: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str,
@@ -754,10 +791,11 @@ class KernelDomain:
             return None
 
         return [
-            self._obligation(s, (start,), (start,), low_of),
+            self._obligation(s, (start,), (start,), low_of, "a0 < 0"),
             self._obligation(
-                None if s is None or z is None or E is None else E - s - z, (start, size, ext), (start, size, ext), high_of
-            ),
+                None if s is None or z is None or E is None else E - s - z, (start, size, ext), (start, size, ext),
+                high_of, "a1 > 0 and a0 + a1 > a2",
+            ),  # fmt: skip
         ]
 
     def access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
@@ -818,7 +856,8 @@ class KernelDomain:
                 return f"{what} {v * scale}"
             return None
 
-        ob = self._obligation(None, (e,), (e,), of)
+        fails = f"isinstance(a0, int) and (a0 * {scale!r}) % {k!r}" if type(scale) is int and type(k) is int else None
+        ob = self._obligation(None, (e,), (e,), of, fails)
         return self._search(chain, [(ob, [])])
 
 
@@ -828,12 +867,26 @@ class KernelDomain:
 # ---------------------------------------------------------------------------------------------------
 
 
+class _Failed(EvalError):
+    """What compiled evaluation raises where :func:`evaluate` raises :class:`EvalError`: the same type
+    for every handler, made without building a message or a node (the search raises it often)."""
+
+    expr: n.Expr = n.Num(0)
+
+    def __init__(self, message: str = "no value") -> None:
+        Exception.__init__(self, message)
+
+
+#: raised again and again by the search (an instance made once: nothing reads its traceback)
+_DIVISION_BY_ZERO = _Failed("division by zero")
+
+
 def _free(*_: object) -> object:
-    raise EvalError("a name has no value here", n.Num(0))
+    raise _Failed("a name has no value here")
 
 
 def _div0() -> object:
-    raise EvalError("division by zero", n.Num(0))
+    raise _DIVISION_BY_ZERO.with_traceback(None)
 
 
 def _word(name: str) -> object:
@@ -845,7 +898,7 @@ def _word(name: str) -> object:
 
 def _floordiv(a: object, b: object) -> object:
     if b == 0:
-        _div0()
+        raise _DIVISION_BY_ZERO.with_traceback(None)
     if isinstance(a, float) or isinstance(b, float):
         return a / b  # type: ignore[operator]
     return a // b  # type: ignore[operator]
@@ -853,13 +906,13 @@ def _floordiv(a: object, b: object) -> object:
 
 def _mod(a: object, b: object) -> object:
     if b == 0:
-        _div0()
+        raise _DIVISION_BY_ZERO.with_traceback(None)
     return a % b  # type: ignore[operator]
 
 
 def _cdiv(a: object, b: object) -> object:
     if b == 0:
-        _div0()
+        raise _DIVISION_BY_ZERO.with_traceback(None)
     return -(-a // b)  # type: ignore[operator]
 
 
@@ -883,12 +936,61 @@ class _Source:
 
     def __init__(self) -> None:
         self.consts: list[object] = []
+        self.temps = 0
+
+    def temp(self) -> str:
+        self.temps += 1
+        return f"_t{self.temps}"
 
     def const(self, value: object) -> str:
         if type(value) is int:
             return repr(value)
         self.consts.append(value)
         return f"_c[{len(self.consts) - 1}]"
+
+    def flat(self, x: n.Expr, resolve: Callable[[str], str | None], lines: list[str], fail: str) -> str:
+        """``x`` as statements appended to ``lines`` and a final expression, for a context where any
+        :class:`EvalError`, :class:`TypeError` or :class:`ValueError` means the same thing: ``fail``
+        (a statement). An integer division or remainder by zero then runs ``fail`` instead of raising.
+
+        Operands are evaluated in order, and both before the operation, as :func:`evaluate` does; only
+        the order of two failures can differ, which the context cannot tell apart. Right operands of
+        ``and``/``or`` are left inline (they may not be evaluated at all).
+        """
+        if isinstance(x, n.Bin) and x.op in ("/", "%"):
+            left = self.flat(x.left, resolve, lines, fail)
+            right = self.flat(x.right, resolve, lines, fail)
+            fast, helper = ("//", "_floordiv") if x.op == "/" else ("%", "_mod")
+            return self._flat_division(left, right, fast, helper, lines, fail)
+        if isinstance(x, n.Call) and x.fn == "cdiv" and len(x.args) == 2:
+            a = self.flat(x.args[0], resolve, lines, fail)
+            b = self.flat(x.args[1], resolve, lines, fail)
+            return self._flat_division(a, b, "cdiv", "_cdiv", lines, fail)
+        if isinstance(x, n.Bin) and x.op not in ("and", "or"):
+            left = self.flat(x.left, resolve, lines, fail)
+            right = self.flat(x.right, resolve, lines, fail)
+            return f"({left} {x.op} {right})"
+        if isinstance(x, n.Unary):
+            inner = self.flat(x.operand, resolve, lines, fail)
+            return f"(not {inner})" if x.op == "not" else f"(-{inner})"
+        if isinstance(x, n.Call) and x.fn in ("min", "max") and len(x.args) == 2:
+            args = ", ".join(self.flat(a, resolve, lines, fail) for a in x.args)
+            return f"_{x.fn}({args})"
+        return self.expr(x, resolve)
+
+    def _flat_division(self, left: str, right: str, op: str, helper: str, lines: list[str], fail: str) -> str:
+        a, b, out = self.temp(), self.temp(), self.temp()
+        fast = f"-(-{a} // {b})" if op == "cdiv" else f"{a} {op} {b}"
+        lines += [
+            f"{a} = {left}",
+            f"{b} = {right}",
+            f"if type({a}) is int and type({b}) is int:",
+            f"    if not {b}: {fail}",
+            f"    {out} = {fast}",
+            "else:",
+            f"    {out} = {helper}({a}, {b})",
+        ]
+        return out
 
     def expr(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str:
         if isinstance(x, n.Num):
@@ -909,16 +1011,24 @@ class _Source:
                 return f"(_bool({left}) and _bool({right}))"
             if x.op == "or":
                 return f"(_bool({left}) or _bool({right}))"
-            if x.op == "/":
-                return f"_floordiv({left}, {right})"
-            if x.op == "%":
-                return f"_mod({left}, {right})"
+            if x.op in ("/", "%"):
+                # integers inline (both operands evaluated, in order, before the test); anything else,
+                # and a zero divisor, through the helper that does what evaluate does
+                a, b = self.temp(), self.temp()
+                fast, slow = ("//", "_floordiv") if x.op == "/" else ("%", "_mod")
+                return (f"({a} {fast} {b} if (type({a} := {left}) is int) & (type({b} := {right}) is int) and {b} "
+                        f"else {slow}({a}, {b}))")  # fmt: skip
             return f"({left} {x.op} {right})"
         if isinstance(x, n.Call):
             if x.fn not in BUILTINS or len(x.args) != BUILTINS[x.fn][0]:
                 return "_free()"
+            if x.fn == "cdiv":
+                a, b = self.temp(), self.temp()
+                left, right = self.expr(x.args[0], resolve), self.expr(x.args[1], resolve)
+                return (f"(-(-{a} // {b}) if (type({a} := {left}) is int) & (type({b} := {right}) is int) and {b} "
+                        f"else _cdiv({a}, {b}))")  # fmt: skip
             args = ", ".join(self.expr(a, resolve) for a in x.args)
-            return {"cdiv": f"_cdiv({args})", "min": f"_min({args})", "max": f"_max({args})"}[x.fn]
+            return {"min": f"_min({args})", "max": f"_max({args})"}[x.fn]
         return "_free()"  # a reference, or an expression evaluate does not know
 
 
@@ -1004,7 +1114,10 @@ class _WalkerSource:
             while j < len(self.chain) and self.chain[j].kind in (BinderKind.LET, BinderKind.GUARD):
                 bj = self.chain[j]
                 assert bj.value is not None
-                value = self.src.expr(bj.value, self.resolver(inner))
+                lines: list[str] = []
+                value = self.src.flat(bj.value, self.resolver(inner), lines, back)
+                for line in lines:
+                    self.emit(depth + 1, line)
                 if bj.kind is BinderKind.LET:
                     local = self.local()
                     self.emit(depth + 1, f"{local} = {value}")
@@ -1028,14 +1141,22 @@ class _WalkerSource:
         else:
             res = self.resolver(scope)
             self.emit(depth, "try:")
-            if b.kind is BinderKind.GRID:
-                assert b.stop is not None
-                self.emit(depth + 1, f"{values} = range(0, int({self.src.expr(b.stop, res)}))")
-            else:
-                start = f"int({self.src.expr(b.start, res)})" if b.start is not None else "0"
-                stop = f"int({self.src.expr(b.stop, res)})" if b.stop is not None else "0"
-                step = f"int({self.src.expr(b.step, res)})" if b.step is not None else "1"
-                self.emit(depth + 1, f"{values} = ({start}, {stop}, {step})")
+            # each bound converted with int() before the next is computed, as the recursive walk does
+            ends = (b.stop,) if b.kind is BinderKind.GRID else (b.start, b.stop, b.step)
+            parts: list[str] = []
+            for e, default in zip(ends, ("0", "0", "1") if len(ends) == 3 else ("0",), strict=True):
+                if e is None:
+                    parts.append(default)
+                    continue
+                lines: list[str] = []
+                value = self.src.flat(e, res, lines, back)
+                for line in lines:
+                    self.emit(depth + 1, line)
+                part = self.local()
+                self.emit(depth + 1, f"{part} = int({value})")
+                parts.append(part)
+            computed = f"range(0, {parts[0]})" if b.kind is BinderKind.GRID else f"({', '.join(parts)})"
+            self.emit(depth + 1, f"{values} = {computed}")
             self.emit(depth, f"except _E: {back}")
             if b.kind is BinderKind.LOOP:
                 self.emit(depth, f"if {values}[2] == 0: {back}")
@@ -1053,6 +1174,18 @@ class _WalkerSource:
         for j, ob in enumerate(self.obligations):
             self.emit(depth, f"if L[{j}]:")
             self.emit(depth + 1, "try:")
+            if ob.parts is not None and ob.fails is not None:
+                # the expressions in order, then the check's own first test inline: the function that
+                # words the failure runs only when there is one
+                names = [f"a{k}" for k in range(len(ob.parts[0]))]
+                for name, x in zip(names, ob.parts[0], strict=True):
+                    self.emit(depth + 2, f"{name} = {self.src.expr(x, res)}")
+                self.emit(depth + 1, "except _EvalError: pass")
+                self.emit(depth + 1, "else:")
+                self.emit(depth + 2, f"if {ob.fails}:")
+                self.emit(depth + 3, f"w = F[{j}]({', '.join(names)})")
+                self.emit(depth + 3, f"if w is not None: return ({j}, w, {found})")
+                continue
             if ob.parts is not None:  # the check, taken apart: its expressions in order, then its verdict
                 values = ", ".join(self.src.expr(x, res) for x in ob.parts[0])
                 self.emit(depth + 2, f"w = F[{j}]({values})")

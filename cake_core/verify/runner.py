@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import weakref
+
 import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
@@ -77,13 +79,34 @@ def run(module: n.Module, target: Target, registry: Registry | None = None) -> R
     nspecs = len(checked.models)
     if not checked.ok:
         return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)
-    rules = list(iter_rules(reg))
+    rules = registered_rules(reg)
     out = list(checked.diagnostics)
     for kernel in module.kernels:
         out += _run_kernel(checked, kernel.name, target, rules)
     return Report(
         tuple(sort_diagnostics(out)), target, tuple(r.name for r, _ in rules), len(module.kernels), nspecs
     )
+
+
+#: the well-formed rules of each registry, checked once (a registry does not change after loading)
+_RULES: weakref.WeakKeyDictionary[object, list[tuple[object, str]]] = weakref.WeakKeyDictionary()
+
+
+def registered_rules(registry: Registry) -> list[tuple[object, str]]:
+    """Every registered rule with its distribution (:func:`~cake_core.verify.rule.iter_rules`).
+
+    A registry's declarations are validated on its first verification only: what a registry holds is
+    fixed once its plugins have loaded. A malformed rule raises every time (nothing is remembered for
+    a registry that fails). This is about plugins, not kernels: no verdict is remembered.
+    """
+    try:
+        known = _RULES.get(registry)
+    except TypeError:  # a registry that cannot be weakly referenced: validate every time
+        return list(iter_rules(registry))
+    if known is None:
+        known = list(iter_rules(registry))
+        _RULES[registry] = known
+    return known
 
 
 def _run_kernel(

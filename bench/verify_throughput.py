@@ -1,0 +1,268 @@
+"""Benchmark (not a timed test): parse + verify throughput on distinct mutants of corpus kernels.
+
+Makes ``--count`` (10,000) structurally distinct mutants of the kmeans-assign schedules and of every
+file of the cake-rules-core corpus (each base file contributes alike), prints each to text, then
+times, in this one process on one core, ``parse`` of the text and ``verify`` of the module for the
+file's target with every registered rule (the full core pack and whatever else is installed). No
+memoization spans two kernels: each verification starts from nothing but the registry.
+
+Mutants come from the operators of :mod:`cake_core.mutate` (the report's classes and integer-literal
+perturbations), one to three edits each, and are deduplicated by structural hash. Generation is not
+timed.
+
+``--gc freeze`` (or ``both``) also times the loop with everything allocated before it frozen
+(``gc.freeze()``), so that full collections do not rescan the texts and the registry; the record keeps
+every figure. (On 3,000 mutants it made no difference: 177/s as it comes, 170/s frozen.)
+
+Writes ``bench/results/<date>-verify-throughput.json``: date, machine, commit, counts, seconds, rate,
+and the slowest kernels with their times.
+
+    python bench/verify_throughput.py [--count 10000] [--seed 0] [--gc default|freeze|both] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import importlib.util
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULES = ROOT / "cake_core/problems/kmeans_assign/schedules"
+CORPUS = ROOT / "plugins/verifier_rules/cake-rules-core/tests/corpus"
+FIXTURES = ROOT / "plugins/verifier_rules/cake-rules-core/tests/fixture_primitives.py"
+
+
+def registry() -> Any:
+    """Every installed plugin and the corpus's fixture primitives (some corpus files use them)."""
+    from cake_core import plugins
+
+    spec = importlib.util.spec_from_file_location("cake_rules_core_fixture_primitives", FIXTURES)
+    assert spec is not None and spec.loader is not None
+    fixtures = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fixtures
+    spec.loader.exec_module(fixtures)
+    return plugins.load(extra=[fixtures])
+
+
+def base_files() -> list[Path]:
+    return sorted(SCHEDULES.glob("*.cake")) + sorted(CORPUS.rglob("*.cake"))
+
+
+def target_of(text: str) -> str:
+    from cake_core.verify.expectations import TARGET_LINE
+
+    m = TARGET_LINE.fullmatch(text.splitlines()[0].strip()) if text else None
+    return m["target"] if m else "h200"
+
+
+def _edits(base: list[str], mutant: list[str]) -> list[tuple[int, int, list[str]]]:
+    """Line edits turning ``base`` into ``mutant``: ``(i1, i2, lines)`` replaces base lines i1..i2."""
+    import difflib
+
+    ops = difflib.SequenceMatcher(a=base, b=mutant, autojunk=False).get_opcodes()
+    return [(i1, i2, mutant[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
+
+
+def _combine(base: list[str], parts: list[list[tuple[int, int, list[str]]]]) -> str | None:
+    """The text with every edit of ``parts`` applied, or None when two of them touch the same lines."""
+    edits = sorted(e for part in parts for e in part)
+    for (a1, a2, _), (b1, _, _) in zip(edits, edits[1:], strict=False):
+        if b1 < max(a2, a1 + 1):
+            return None
+    lines = list(base)
+    for i1, i2, new in reversed(edits):
+        lines[i1:i2] = new
+    return "\n".join(lines) + "\n"
+
+
+def make_mutants(count: int, seed: int, reg: Any) -> list[tuple[str, str, str]]:
+    """``count`` distinct mutants as (base file, target, printed text), each base alike.
+
+    Every first-order mutant of a base is kept as line edits of the printed base; a mutant of the
+    benchmark applies one to three of them that touch different lines (printed text composes where
+    trees, rebuilt by identity, would not).
+    """
+    from cake_core.diagnostics.diagnostic import DiagnosticError
+    from cake_core.ir.hashing import structural_hash
+    from cake_core.ir.parser import parse
+    from cake_core.ir.printer import print_module
+    from cake_core.mutate import EXTRA_OPERATORS, OPERATORS, mutants
+
+    prims = {p.name: p for p in reg.values("primitives")}
+    rng = random.Random(seed)
+    bases = []
+    seen: set[str] = set()
+    for path in base_files():
+        text = path.read_text()
+        try:
+            module = parse(text, str(path))
+        except DiagnosticError:
+            continue  # a syntax-error corpus file has no tree to mutate
+        printed = print_module(module).splitlines()
+        first = []
+        for m in mutants(module, prims, OPERATORS + EXTRA_OPERATORS):
+            e = _edits(printed, print_module(m.module).splitlines())
+            if e:
+                first.append(e)
+        if first:
+            bases.append((str(path.relative_to(ROOT)), target_of(text), printed, first))
+            seen.add(structural_hash(module))
+    out: list[tuple[str, str, str]] = []
+    attempts = 0
+    while len(out) < count and attempts < 50 * count:
+        attempts += 1
+        path, target, printed, first = bases[len(out) % len(bases)]
+        text = _combine(printed, rng.sample(first, min(len(first), rng.choice((1, 1, 2, 3)))))
+        if text is None:
+            continue
+        try:
+            h = structural_hash(parse(text, path))
+        except DiagnosticError:
+            continue
+        if h not in seen:
+            seen.add(h)
+            out.append((path, target, text))
+    return out
+
+
+def measure(items: list[tuple[str, str, str]], reg: Any) -> dict[str, Any]:
+    """Parse and verify every item in turn; times per kernel and the outcomes."""
+    from cake_core.diagnostics.diagnostic import DiagnosticError
+    from cake_core.ir.parser import parse
+    from cake_core.verify.runner import verify
+
+    targets = {t.name: t for t in reg.values("targets")}
+    times: list[float] = []
+    outcomes: Counter[str] = Counter()
+    gc.collect()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    for path, target, text in items:
+        t0 = time.perf_counter()
+        try:
+            module = parse(text, path)
+        except DiagnosticError:
+            outcomes["syntax error"] += 1
+            times.append(time.perf_counter() - t0)
+            continue
+        diags = verify(module, targets[target], reg)
+        times.append(time.perf_counter() - t0)
+        if not diags:
+            outcomes["clean"] += 1
+        elif any(d.code.startswith("CK") and d.is_error for d in diags):
+            outcomes["type errors"] += 1
+        elif any(d.is_error for d in diags):
+            outcomes["rule errors"] += 1
+        else:
+            outcomes["warnings only"] += 1
+    total = time.perf_counter() - start
+    return {"seconds": total, "cpu_seconds": time.process_time() - cpu, "times": times, "outcomes": dict(outcomes)}
+
+
+def _machine() -> dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores_used": 1, "cores_present": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}  # fmt: skip
+
+
+def _commit() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.strip()  # fmt: skip
+        return rev + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument(
+        "--gc", choices=("default", "freeze", "both"), default="default",
+        help="garbage collector during the timed loop: as it comes; with everything allocated before it moved "
+        "to the permanent generation (gc.freeze()), so full collections do not rescan the 10,000 texts and the "
+        "registry; or both, one after the other (the record keeps both)",
+    )  # fmt: skip
+    args = ap.parse_args(argv)
+
+    reg = registry()
+    t0 = time.perf_counter()
+    items = make_mutants(args.count, args.seed, reg)
+    generated = time.perf_counter() - t0
+    files = len({p for p, _, _ in items})
+    print(f"{len(items)} distinct mutants of {files} files in {generated:.1f}s", file=sys.stderr)
+    runs: dict[str, dict[str, Any]] = {}
+    for mode in ("default", "freeze") if args.gc == "both" else (args.gc,):
+        if mode == "freeze":
+            gc.collect()
+            gc.freeze()
+        runs[mode] = measure(items, reg)
+        if mode == "freeze":
+            gc.unfreeze()
+        r = runs[mode]
+        print(f"gc {mode}: {len(items)} kernels in {r['seconds']:.2f}s, {len(items) / r['seconds']:.0f}/s", file=sys.stderr)
+    result = runs["default" if "default" in runs else "freeze"]
+    times = result["times"]
+    per_base: dict[str, list[float]] = defaultdict(list)
+    for (path, _, _), t in zip(items, times, strict=True):
+        per_base[path].append(t)
+    slowest = sorted(range(len(items)), key=lambda i: -times[i])[:10]
+    rate = len(items) / result["seconds"]
+    schedules = [t for (p, _, _), t in zip(items, times, strict=True) if "/schedules/" in p]
+    corpus = [t for (p, _, _), t in zip(items, times, strict=True) if "/schedules/" not in p]
+    record = {
+        "benchmark": "verify-throughput",
+        "date": dt.date.today().isoformat(),
+        "machine": _machine(),
+        "commit": _commit(),
+        "rules": reg.names("rules"),
+        "counts": {"kernels": len(items), "bases": len(per_base), "schedule_mutants": len(schedules),
+                   "corpus_mutants": len(corpus), "outcomes": result["outcomes"]},  # fmt: skip
+        "seconds": round(result["seconds"], 3),
+        "cpu_seconds": round(result["cpu_seconds"], 3),
+        "rate_per_second": round(rate, 1),
+        "cpu_rate_per_second": round(len(items) / result["cpu_seconds"], 1),
+        "caches": "off: every verification starts from the registry alone; memoization lives inside one "
+        "verify call (across the specializations of one kernel) and is dropped with it",
+        "generation_seconds": round(generated, 1),
+        "gc": {mode: {"seconds": round(r["seconds"], 3), "rate_per_second": round(len(items) / r["seconds"], 1),
+                      "median_ms": round(1000 * statistics.median(r["times"]), 3)} for mode, r in runs.items()},
+        "median_ms": round(1000 * statistics.median(times), 3),
+        "schedule_mutants_rate": round(len(schedules) / sum(schedules), 1) if schedules else None,
+        "corpus_mutants_rate": round(len(corpus) / sum(corpus), 1) if corpus else None,
+        "per_base_mean_ms": {p: round(1000 * statistics.fmean(ts), 3) for p, ts in sorted(per_base.items())},
+        "slowest": [{"file": items[i][0], "ms": round(1000 * times[i], 2)} for i in slowest],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{record['date']}-verify-throughput.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{len(items)} kernels in {result['seconds']:.2f}s: {rate:.0f} kernels/s on one core (schedules "
+          f"{record['schedule_mutants_rate']}/s, corpus {record['corpus_mutants_rate']}/s) -> {path}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
