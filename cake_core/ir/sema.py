@@ -286,7 +286,8 @@ class KernelChecker:
             self.err(codes.SYNTAX, k.grid.loc, "a grid maps one to three variables over as many extents")
         for e in k.grid.extents:
             self.names_ok(e, set(self.env) | runtime, "grid extent")
-        warps = self.const(k.cta.warps, "the CTA's warp count") or 1
+        warps_v = self.const(k.cta.warps, "the CTA's warp count")
+        warps = 1 if warps_v is None else warps_v
         occupancy = self.const(k.cta.occupancy, "the occupancy") if k.cta.occupancy is not None else None
 
         # shared memory, in declaration order
@@ -319,8 +320,8 @@ class KernelChecker:
         for b in k.barriers:
             declare(b.name, b.loc, "barrier")
             stages = self.const(b.stages, f"the stage count of `{b.name}`") if b.stages is not None else None
-            count = self.const(b.count, f"the arrival count of `{b.name}`") or 1
-            barriers[b.name] = BarrierInfo(b, stages, count, offset)
+            count = self.const(b.count, f"the arrival count of `{b.name}`")
+            barriers[b.name] = BarrierInfo(b, stages, 1 if count is None else count, offset)
             offset += 8 * (stages or 1)
         slack = base_align - 16 if offset else 0
 
@@ -328,7 +329,8 @@ class KernelChecker:
         for r in k.roles:
             declare(r.name, r.loc, "role")
             start = self.const(r.warp_start, f"the first warp of role `{r.name}`") or 0
-            stop = self.const(r.warp_stop, f"the warp range of role `{r.name}`") or start + 1
+            stop_v = self.const(r.warp_stop, f"the warp range of role `{r.name}`")
+            stop = start + 1 if stop_v is None else stop_v
             per = self.const(r.per, f"the warps per instance of `{r.name}`") if r.per is not None else None
             regs = self.const(r.regs, f"the register budget of `{r.name}`") if r.regs is not None else None
             width = max(stop - start, 1)

@@ -21,6 +21,7 @@ class MbarrierArrivalCount(ProtocolRule):
     summary = "an mbarrier whose declared count differs from the arrivals one of its phases receives"
     explanation = f"""
 ## What it does
+Checks that every mbarrier's `count` is one `mbarrier.init` takes (1 to 2^20 - 1).
 Counts, for every stage of every mbarrier, the arrivals each phase receives, read from the operations'
 declared barrier effects: a per-thread `mbarrier.arrive` counts the threads of its role instance
 (`THREADS`), `per=instance` and `mbarrier.arrive.expect_tx` count one. When one role instance arrives
@@ -47,6 +48,22 @@ producer overwrites data still being read), and the surplus arrivals leak into t
   barrier cempty: mbarrier[S] count 128 * WG
 ```
 """
+
+    def check(self, ctx):  # type: ignore[no-untyped-def]
+        for name, info in ctx.model.barriers.items():
+            if not 1 <= info.count <= MAX_MBARRIER_COUNT:
+                count = info.decl.count
+                yield self.at(
+                    count.loc if count.loc.line else info.decl.loc,
+                    f"mbarrier `{name}` has count {info.count}; `mbarrier.init` takes 1 to {MAX_MBARRIER_COUNT}",
+                    label=f"count {info.count}",
+                    help="a phase needs at least one arrival: count the arrivals one phase receives",
+                )
+                return
+        yield from super().check(ctx)
+
+
+MAX_MBARRIER_COUNT = (1 << 20) - 1  # PTX: the count `mbarrier.init` takes is 1 to 2^20 - 1
 
 
 class ExpectTxBytes(ProtocolRule):

@@ -194,7 +194,8 @@ must address it that way:
 - operations that access shared memory through the generic proxy (`ldmatrix`, `cp.async`, stores,
   loads, reductions — any effect without `async_proxy`) compute plain row-major addresses: they cannot
   read or write a swizzled buffer, unless their primitive declares `swizzle_aware = True`;
-- a swizzled buffer has no padding: TMA and `wgmma` address it as dense 8-row panels.
+- a swizzled buffer has no padding: TMA and `wgmma` address it as dense 8-row panels;
+- an async-proxy write (a TMA copy) lands dense rows: its destination has no padding either.
 
 ## Why is this bad?
 TMA writes a tile with one swizzle; a reader expecting another (or none) permutes every 16-byte chunk
@@ -246,6 +247,17 @@ row out of the panel the swizzle assumes.
                         label=f"`{name}` is {have}",
                         secondary=(Label(info.decl.loc, f"`{name}` declared here"),),
                         help=f"declare `{name}` with `swizzle 128B` (its writers then store it so)",
+                    )
+                elif (e.async_proxy and e.access is Access.WRITE and info.swizzle is None
+                      and info.row_stride != info.shape[-1]):  # fmt: skip
+                    pad = info.row_stride - info.shape[-1]
+                    yield self.at(
+                        o.expr.loc,
+                        f"`{of.typed.op.name}` writes `{text(o.expr)}` as dense rows through the async proxy, but "
+                        f"`{name}` pads each row by {pad} element(s)",
+                        label="writes dense rows",
+                        secondary=(Label(info.decl.loc, f"`{name}` declared with `pad {pad}`"),),
+                        help=f"drop the padding of `{name}` (a swizzle spreads TMA-written rows over the banks)",
                     )
                 elif not e.async_proxy and info.swizzle is not None and not swizzle_aware(of.prim):
                     verb = "writes" if e.access is Access.WRITE else ("updates" if e.access is Access.READWRITE
