@@ -32,10 +32,8 @@ def _load_checked(path: str, target_name: str, as_json: bool):
         _show(exc.diagnostics, path, as_json)
         return None
     diags = verify(src.module, tgt)
-    if diags and (as_json or any(d.is_error for d in diags)):
+    if diags:
         _show(diags, path, as_json)
-    elif diags:
-        _show(diags, path, False)
     if any(d.is_error for d in diags):
         return None
     return src, tgt, b.check(src, tgt)

@@ -70,8 +70,7 @@ def _launcher(lp: LoweredProgram, stem: str) -> tuple[str, str, str, str]:
         return to_c(e, lambda name: env.get(name, str(spec_env.get(name, name))))
 
     size_env = {s: s for s in sizes}
-    tensors = [p for p in prog.params]
-    args = [f"void* {c_name(p.name)}" for p in tensors]
+    args = [f"void* {c_name(p.name)}" for p in prog.params]
     size_args = [f"int {s}" for s in sizes]
     proto = f'extern "C" int {base}({", ".join(args + ["void* workspace"] + size_args + ["cudaStream_t stream"])})'
     ws_proto = f'extern "C" size_t {base}_workspace_bytes({", ".join(size_args) or "void"})'
