@@ -32,9 +32,12 @@ def _load_checked(path: str, target_name: str, as_json: bool):
         _show(exc.diagnostics, path, as_json)
         return None
     diags = verify(src.module, tgt)
+    errors = any(d.is_error for d in diags)
     if diags:
-        _show(diags, path, as_json)
-    if any(d.is_error for d in diags):
+        # with --json, stdout carries one document: the diagnostics when they stop the build, else the
+        # command's own result (warnings then go to stderr as text)
+        _show(diags, path, as_json and errors)
+    if errors:
         return None
     return src, tgt, b.check(src, tgt)
 
