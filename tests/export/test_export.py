@@ -17,6 +17,8 @@ from cake_core.cli import main
 
 SCHEDULES = Path(__file__).resolve().parents[2] / "cake_core" / "problems" / "kmeans_assign" / "schedules"
 NVCC = shutil.which("nvcc")
+# the final benchmarked schedule and the overlapped variant
+EXPORTED = pytest.mark.parametrize("schedule", ["hopper", "hopper_overlap"])
 
 
 def _export(tmp_path: Path, schedule: str, shape: str) -> Path:
@@ -36,22 +38,25 @@ def _build(out: Path, stem: str) -> Path:
     return lib
 
 
-def test_export_writes_a_header_and_a_source_without_cake(tmp_path: Path) -> None:
-    out = _export(tmp_path, "hopper_overlap", "T=bf16,D=128")
-    cu = (out / "hopper_overlap.cu").read_text()
-    h = (out / "hopper_overlap.h").read_text()
+@EXPORTED
+def test_export_writes_a_header_and_a_source_without_cake(tmp_path: Path, schedule: str) -> None:
+    out = _export(tmp_path, schedule, "T=bf16,D=128")
+    cu = (out / f"{schedule}.cu").read_text()
+    h = (out / f"{schedule}.h").read_text()
     assert "#include <cuda.h>" in cu and "#include \"" not in cu  # only system headers
-    assert "cake_hopper_overlap__T_bf16__D_128(void* x, void* c, void* out, void* workspace, int B, int K, int N" in h
-    assert "cake_hopper_overlap__T_bf16__D_128_workspace_bytes(int B, int K, int N)" in h
+    assert f"cake_{schedule}__T_bf16__D_128(void* x, void* c, void* out, void* workspace, int B, int K, int N" in h
+    assert f"cake_{schedule}__T_bf16__D_128_workspace_bytes(int B, int K, int N)" in h
     assert "cuTensorMapEncodeTiled" in cu and "__grid_constant__" in cu
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
-def test_exported_source_builds_with_nvcc(tmp_path: Path) -> None:
-    out = _export(tmp_path, "hopper_overlap", "T=bf16,D=128")
-    lib = _build(out, "hopper_overlap")
+@EXPORTED
+def test_exported_source_builds_with_nvcc(tmp_path: Path, schedule: str) -> None:
+    out = _export(tmp_path, schedule, "T=bf16,D=128")
+    lib = _build(out, schedule)
     symbols = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True).stdout
-    assert "cake_hopper_overlap__T_bf16__D_128" in symbols
+    assert f"cake_{schedule}__T_bf16__D_128" in symbols
+    assert f"cake_{schedule}__T_bf16__D_128_workspace_bytes" in symbols
 
 
 CHILD = textwrap.dedent(
@@ -65,10 +70,11 @@ CHILD = textwrap.dedent(
     except ImportError:
         pass
     lib_path, cudart_path, data, B, N, K = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+    symbol = sys.argv[7]
     rt = ctypes.CDLL(cudart_path)
     lib = ctypes.CDLL(lib_path)
-    fn = getattr(lib, "cake_hopper_overlap__T_bf16__D_128")
-    ws_fn = getattr(lib, "cake_hopper_overlap__T_bf16__D_128_workspace_bytes")
+    fn = getattr(lib, symbol)
+    ws_fn = getattr(lib, symbol + "_workspace_bytes")
     ws_fn.restype = ctypes.c_size_t
     fn.restype = ctypes.c_int
     x, c = np.load(data + "/x.npy"), np.load(data + "/c.npy")
@@ -104,11 +110,12 @@ def _cudart() -> str | None:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.gpu
-def test_exported_kernel_runs_without_cake(tmp_path: Path, gpu_runner, record) -> None:
+@EXPORTED
+def test_exported_kernel_runs_without_cake(tmp_path: Path, gpu_runner, record, schedule: str) -> None:
     from cake_core import plugins
 
-    out = _export(tmp_path, "hopper_overlap", "T=bf16,D=128")
-    lib = _build(out, "hopper_overlap")
+    out = _export(tmp_path, schedule, "T=bf16,D=128")
+    lib = _build(out, schedule)
     problem = plugins.registry().get("problems", "kmeans-assign")
     shape = {"B": 3, "N": 20011, "K": 1000, "D": 128}
     inputs = problem.make_inputs(shape, "bf16", 7)
@@ -120,10 +127,11 @@ def test_exported_kernel_runs_without_cake(tmp_path: Path, gpu_runner, record) -
     assert cudart, "libcudart not found beside nvcc"
     child = tmp_path / "child.py"
     child.write_text(CHILD)
-    r = subprocess.run([sys.executable, str(child), str(lib), cudart, str(data), "3", "20011", "1000"],
+    r = subprocess.run([sys.executable, str(child), str(lib), cudart, str(data), "3", "20011", "1000",
+                        f"cake_{schedule}__T_bf16__D_128"],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0 and "ran without cake" in r.stdout, r.stdout + r.stderr
     report = problem.check(inputs, {"out": np.load(data / "out.npy")}, shape, "bf16", runner=gpu_runner)
-    record("export", {"impl": "export:hopper_overlap", "shape": shape, "dtype": "bf16", "correct": report.passed,
+    record("export", {"impl": f"export:{schedule}", "shape": shape, "dtype": "bf16", "correct": report.passed,
                       "oracle": report.summary()})  # fmt: skip
     assert report.passed, report.summary()
