@@ -246,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from cake_core import logs
+    from cake_core import gcpolicy, logs
+
+    gcpolicy.configure()
 
     parser = build_parser()
     try:
