@@ -353,6 +353,7 @@ class KernelChecker:
         self.reg_names: dict[str, Loc] = {}
         for info in roles:
             self.role = info
+            self.ctx = _Ctx(self.model, info, self.target)  # what the role's primitives' checks see
             self.role_regs: dict[str, RegInfo] = {}
             # each role is its own scope: roles may reuse local names, never kernel-level ones
             self.block(info.role.body, base_scope | {"self"}, dict(seen))
@@ -474,9 +475,7 @@ class KernelChecker:
         typed = TypedOpImpl(op, prim, outs, ins, self.role)
         self.model.ops.append(typed)
         self.model.by_op[id(op)] = typed
-        ctx = _Ctx(self.model, self.role, self.target)
-        for d in prim.check(typed, ctx):
-            self.diags.append(d)
+        self.diags += prim.check(typed, self.ctx)
 
     def operands(
         self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: set[str], what: str
@@ -499,8 +498,9 @@ class KernelChecker:
         return tuple(out)
 
     def operand(self, e: n.Expr, slot: Slot, scope: set[str], op: n.Op) -> Operand | None:
-        is_ref = isinstance(e, n.Ref)
-        name = e.name if is_ref else (e.id if isinstance(e, n.Name) else None)  # type: ignore[attr-defined]
+        t = type(e)
+        is_ref = t is n.Ref or (t is not n.Name and isinstance(e, n.Ref))
+        name = e.name if is_ref else (e.id if t is n.Name or isinstance(e, n.Name) else None)  # type: ignore[attr-defined]
         decl = self.tensors.get(name) if name is not None else None
         if isinstance(decl, n.RegDecl) and name not in self.role_regs:
             self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
