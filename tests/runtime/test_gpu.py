@@ -7,6 +7,8 @@ flag, which must stay zero); outputs are poisoned before every run, so an unwrit
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 import textwrap
@@ -455,18 +457,41 @@ def test_the_calling_process_never_initializes_cuda(tmp_path: Path) -> None:
     script.write_text(
         textwrap.dedent(
             f"""
+            import json, os
+
+            def touched():
+                # NVIDIA device files this process holds open, and device mappings
+                fds = []
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        fds.append(os.readlink("/proc/self/fd/" + fd))
+                    except OSError:
+                        pass
+                maps = [line.split()[-1] for line in open("/proc/self/maps") if "/dev/nvidia" in line]
+                return sorted({{f for f in fds if f.startswith("/dev/nvidia")}} | set(maps))
+
+            steps = []
+            def step(name):
+                steps.append([name, touched()])
+
+            step("start")
             import numpy as np
             from cake_core.runtime.nvrtc import compile_cuda
             from cake_core.runtime.plan import KernelLaunch, Plan, ScalarArg, TensorArg, TensorSpec
             from cake_core.runtime.worker import GpuRunner
+            step("imports")
 
             SRC = {kernels_vadd()!r}
 
             if __name__ == "__main__":
                 with GpuRunner() as runner:
+                    step("worker started")
                     arch = runner.device_info().arch
+                    step("device_info")
                     n = 1000
-                    plan = Plan("vadd", {{"main": compile_cuda(SRC, arch, cache=False).cubin}},
+                    cubin = compile_cuda(SRC, arch, cache=False).cubin
+                    step("compile_cuda")
+                    plan = Plan("vadd", {{"main": cubin}},
                                 [TensorSpec("a", "f32", (n,)), TensorSpec("b", "f32", (n,)),
                                  TensorSpec("c", "f32", (n,), kind="output")],
                                 [KernelLaunch("vadd", (4, 1, 1), (256, 1, 1),
@@ -475,16 +500,17 @@ def test_the_calling_process_never_initializes_cuda(tmp_path: Path) -> None:
                     r = runner.run(plan, {{"a": a, "b": a}}, timeout_s=60)
                     assert r.ok, r.error
                     assert np.array_equal(r.outputs["c"], a + a)
-                import os
-                fds = [os.readlink("/proc/self/fd/" + fd) for fd in os.listdir("/proc/self/fd")
-                       if os.path.exists("/proc/self/fd/" + fd)]
-                print(any(f.startswith("/dev/nvidia") for f in fds) or "/dev/nvidia" in open("/proc/self/maps").read())
+                    step("run")
+                step("worker stopped")
+                print(json.dumps(steps))
             """
         )
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False"
+    steps = json.loads(out.stdout.strip().splitlines()[-1])
+    first = next(((name, files) for name, files in steps if files), None)
+    assert first is None, f"NVIDIA device files or mappings in the calling process from step `{first[0]}` on: {steps}"
 
 
 def kernels_vadd() -> str:
