@@ -113,7 +113,9 @@ def _run_kernel(
     checked: CheckedModule, kernel: str, target: Target, rules: Sequence[tuple[object, str]]
 ) -> list[Diagnostic]:
     specs = [spec for (name, spec) in checked.models if name == kernel]
-    found: dict[tuple, tuple[Diagnostic, list[Spec]]] = {}
+    # one entry per finding: the first diagnostic made of it, the distribution of the rule that made
+    # it, and the specializations it was made under (stamped and worded once, at the end)
+    found: dict[tuple, tuple[Diagnostic, str, list[Spec]]] = {}
     for spec in specs:
         ctx = RuleContext(checked, checked.models[(kernel, spec)], target)
         for rule, distribution in rules:
@@ -125,13 +127,14 @@ def _run_kernel(
                     f"({spec.label}): {type(exc).__name__}: {exc}"
                 ) from exc
             for d in diags:
-                d = attrs.evolve(d, plugin=distribution)
-                key = (d.code, d.primary, d.message)
-                found.setdefault(key, (d, []))[1].append(spec)
+                found.setdefault((d.code, d.primary, d.message), (d, distribution, []))[2].append(spec)
     out = []
-    for d, where in found.values():
+    for d, distribution, where in found.values():
         words = describe_specs(where, specs)
-        out.append(d if words is None else attrs.evolve(d, message=f"{d.message} (with {words})"))
+        if words is None:
+            out.append(attrs.evolve(d, plugin=distribution))
+        else:
+            out.append(attrs.evolve(d, plugin=distribution, message=f"{d.message} (with {words})"))
     return out
 
 
