@@ -15,8 +15,8 @@ naming the rule and its distribution, never as a finding about the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import weakref
 
@@ -28,6 +28,7 @@ from cake_core.verify.rule import RuleContext, iter_rules
 
 if TYPE_CHECKING:
     from cake_core.ir import nodes as n
+    from cake_core.ir.primitive import Primitive
     from cake_core.ir.sema import CheckedModule, Spec
     from cake_core.plugins import Registry
     from cake_core.target import Target
@@ -74,8 +75,7 @@ def run(module: n.Module, target: Target, registry: Registry | None = None) -> R
     from cake_core.ir.sema import check_module
 
     reg = registry if registry is not None else plugins.registry()
-    primitives = {p.name: p for p in reg.values("primitives")}
-    checked = check_module(module, primitives, target)
+    checked = check_module(module, registered_primitives(reg), target)
     nspecs = len(checked.models)
     if not checked.ok:
         return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)
@@ -88,25 +88,35 @@ def run(module: n.Module, target: Target, registry: Registry | None = None) -> R
     )
 
 
-#: the well-formed rules of each registry, checked once (a registry does not change after loading)
-_RULES: weakref.WeakKeyDictionary[object, list[tuple[object, str]]] = weakref.WeakKeyDictionary()
+#: what each registry holds, in the forms verification reads, made once per registry: what a registry
+#: holds is fixed once its plugins have loaded. This is about plugins, not kernels: no verdict is kept.
+_OF_REGISTRY: weakref.WeakKeyDictionary[object, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _of_registry(registry: Registry, what: str, make: Callable[[Registry], Any]) -> Any:
+    """``make(registry)``, remembered for the registry's life under ``what``; made every time for a
+    registry that cannot be weakly referenced, and never remembered when ``make`` raises."""
+    try:
+        known = _OF_REGISTRY.setdefault(registry, {})
+    except TypeError:
+        return make(registry)
+    if what not in known:
+        known[what] = make(registry)
+    return known[what]
 
 
 def registered_rules(registry: Registry) -> list[tuple[object, str]]:
     """Every registered rule with its distribution (:func:`~cake_core.verify.rule.iter_rules`).
 
-    A registry's declarations are validated on its first verification only: what a registry holds is
-    fixed once its plugins have loaded. A malformed rule raises every time (nothing is remembered for
-    a registry that fails). This is about plugins, not kernels: no verdict is remembered.
+    A registry's declarations are validated on its first verification only; a malformed rule raises
+    every time.
     """
-    try:
-        known = _RULES.get(registry)
-    except TypeError:  # a registry that cannot be weakly referenced: validate every time
-        return list(iter_rules(registry))
-    if known is None:
-        known = list(iter_rules(registry))
-        _RULES[registry] = known
-    return known
+    return _of_registry(registry, "rules", lambda reg: list(iter_rules(reg)))  # type: ignore[no-any-return]
+
+
+def registered_primitives(registry: Registry) -> dict[str, Primitive]:
+    """The registry's primitives by name."""
+    return _of_registry(registry, "primitives", lambda reg: {p.name: p for p in reg.values("primitives")})  # type: ignore[no-any-return]
 
 
 def _run_kernel(
