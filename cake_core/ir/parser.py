@@ -546,7 +546,7 @@ class Parser:
         if level <= _NOT and t[0] == "not":
             self.i += 1
             operand = self.expr(_NOT)
-            left = _unary("not", operand, _from_token(self.file, t, operand))
+            left = _unary("not", operand, _from_token(self.file, t, operand))  # type: ignore[assignment]
             ceiling = _AND
         else:
             left = self.operand()
@@ -559,7 +559,7 @@ class Parser:
             self.i += 1
             right = self.expr(prec + 1)
             a, b = left.loc, right.loc
-            left = _bin(op, left, right, _loc(a.file, a.line, a.col, b.end_line, b.end_col))
+            left = _bin(op, left, right, _loc(a.file, a.line, a.col, b.end_line, b.end_col))  # type: ignore[assignment]
             ceiling = _CMP - 1 if prec == _CMP else prec
 
     def operand(self) -> n.Expr:
@@ -590,7 +590,8 @@ class Parser:
             transpose = self.accept("^T")
             if index or transpose:
                 return _ref(text, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
-            return _name(text, self.loc(s))  # type: ignore[return-value]  # `x[]`
+            # `x[]`: a plain name, located at the name alone
+            return _name(text, self.loc(s))  # type: ignore[return-value]
         if kind == "NUMBER":
             self.i = s + 1
             v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
