@@ -21,24 +21,25 @@ from cake_core.ir.location import Loc
 #: one token: (key, kind, text, line, col, end_col); a token never spans lines
 RawToken = tuple[str, str, str, int, int, int]
 
+#: one token and the spaces before it; applied to one line, less its comment. The alternatives are
+#: ordered by frequency, and the last one takes any other character, so the matches tile the line (up to
+#: trailing spaces) and a lexical error shows up as a token like any other.
 _TOKEN = re.compile(
     r"""
-    [ \t]*
-    (?:
-      (?P<comment>\#[^\n]*)
-    | (?P<word>\d+B\b)                                   # swizzle widths: 128B
-    | (?P<number>(?:\d+\.\d*(?![.])(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+))
-    | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
-    | (?P<op><-|\.\.|\^T|==|!=|<=|>=|[-+*/%<>()\[\]{},:=])
-    | (?P<newline>\n)
-    | (?P<end>\Z)
+    ([ \t]*)
+    (
+      [A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*                           # NAME, dotted ones included
+    | [-+*/%()\[\]{},:] | [<>=!]= | <- | \.\. | \^T | [<>=]       # OP
+    | \d+(?:B\b|\.\d*(?![.])(?:[eE][-+]?\d+)?|[eE][-+]?\d+)?      # NUMBER, or WORD: a swizzle width (128B)
+    | [^ \t]                                                    # anything else: a lexical error
     )
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
-_INDENT = re.compile(r"[ \t]*")
-_OPEN, _CLOSE = "([{", ")]}"
-_KINDS = {"word": "WORD", "number": "NUMBER", "name": "NAME", "op": "OP"}
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_DIGITS = frozenset("0123456789")
+_OPS = frozenset("<- .. ^T == != <= >= < > = - + * / % ( ) [ ] { } , :".split())
+_DEPTH = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}  # what a bracket does to the nesting depth
 _DESCRIBE = {"NEWLINE": "end of line", "INDENT": "indent", "DEDENT": "dedent", "EOF": "end of file"}
 
 
@@ -63,84 +64,77 @@ def loc_of(file: str, tok: RawToken) -> Loc:
 
 
 def scan(text: str, file: str) -> list[RawToken]:
-    """The tokens of ``text``; raises :class:`DiagnosticError` (``CK001``) on a lexical error."""
+    """The tokens of ``text``; raises :class:`DiagnosticError` (``CK001``) on a lexical error.
+
+    The text is read a line at a time: one ``findall`` gives a line's tokens with the spaces before
+    each (so columns are running sums of lengths), and indentation is measured once, at the start of a
+    logical line (a line entered outside brackets). Errors are raised in text order, as a character-by-
+    character scan would meet them.
+    """
     out: list[RawToken] = []
     add = out.append
+    findall = _TOKEN.findall
     indents = [0]
-    depth = 0
-    line, line_start, pos = 1, 0, 0
-    size = len(text)
-    at_line_start = True
-    match = _TOKEN.match
+    depth = 0  # open brackets: inside them a line break continues the logical line
+    tabs = "\t" in text
+    lines = text.split("\n")
+    line = 0
 
-    def fail(start: int, message: str) -> DiagnosticError:
-        col = start - line_start + 1
+    def fail(col: int, message: str) -> DiagnosticError:
         return DiagnosticError([SYNTAX.at(Loc(file, line, col, line, col + 1), message)])
 
-    while pos < size:
-        if at_line_start and depth == 0:
-            # measure indentation; blank and comment-only lines do not count
-            m = _INDENT.match(text, pos)
-            assert m is not None
-            e = m.end()
-            rest = text[e : e + 1]
-            if rest in ("\n", "#", ""):
-                nl = text.find("\n", e)
-                if nl < 0:
-                    pos = size
-                    break
-                pos = nl + 1
-                line += 1
-                line_start = pos
+    for full in lines:
+        line += 1
+        hash_at = full.find("#")
+        code = full if hash_at < 0 else full[:hash_at]
+        if depth == 0:
+            # a new logical line: blank and comment-only lines do not count, others set the indentation
+            body = code.lstrip(" \t")
+            if not body:
                 continue
-            indent_text = m.group()
-            if "\t" in indent_text:
-                raise fail(pos, "indent with spaces, not tabs")
-            width = len(indent_text)
-            if width > indents[-1]:
-                indents.append(width)
-                add(("", "INDENT", "", line, pos - line_start + 1, e - line_start + 1))
-            while width < indents[-1]:
-                indents.pop()
-                add(("", "DEDENT", "", line, e - line_start + 1, e - line_start + 1))
+            width = len(code) - len(body)
+            if tabs and "\t" in code[:width]:
+                raise fail(1, "indent with spaces, not tabs")
             if width != indents[-1]:
-                raise fail(e, "this line's indentation matches no enclosing block")
-            pos = e
-            at_line_start = False
-        m = match(text, pos)
-        if m is None:
-            while text[pos] in " \t":  # the spaces before the character the pattern stopped at
-                pos += 1
-            raise fail(pos, f"unexpected character `{text[pos]}`")
-        group = m.lastgroup
-        end = m.end()
-        if group == "newline":
-            if depth == 0:
-                col = end - 1 - line_start + 1
-                add(("", "NEWLINE", "", line, col, col))
-                at_line_start = True
-            line += 1
-            line_start = end
-        elif group == "end":
-            pos = end
-            break
-        elif group != "comment":
-            start = m.start(group)
-            t = m.group(group)
-            if group == "op":
-                if t in _OPEN:
-                    depth += 1
-                elif t in _CLOSE:
-                    if depth == 0:
+                if width > indents[-1]:
+                    indents.append(width)
+                    add(("", "INDENT", "", line, 1, width + 1))
+                while width < indents[-1]:
+                    indents.pop()
+                    add(("", "DEDENT", "", line, width + 1, width + 1))
+                if width != indents[-1]:
+                    raise fail(width + 1, "this line's indentation matches no enclosing block")
+            end = width + 1  # 1-based column where the previous token ended
+            tokens = findall(code, width)
+        else:
+            end = 1
+            tokens = findall(code)
+        for spaces, t in tokens:
+            start = end + len(spaces)
+            end = start + len(t)
+            c = t[0]
+            if c in _NAME_START:
+                add((t, "NAME", t, line, start, end))
+            elif c in _DIGITS:
+                if t[-1] == "B":
+                    add((t, "WORD", t, line, start, end))
+                else:
+                    add(("", "NUMBER", t, line, start, end))
+            elif t in _OPS:
+                d = _DEPTH.get(t)
+                if d:
+                    depth += d
+                    if depth < 0:
                         raise fail(start, f"unmatched `{t}`")
-                    depth -= 1
-            add((t if group != "number" else "", _KINDS[group], t, line, start - line_start + 1, end - line_start + 1))
-        pos = end
+                add((t, "OP", t, line, start, end))
+            else:
+                raise fail(start, f"unexpected character `{t}`")
+        if depth == 0:
+            col = len(full) + 1  # where the line break is (or would be, on the last line)
+            add(("", "NEWLINE", "", line, col, col))
+    col = len(lines[-1]) + 1
     if depth:
-        raise fail(max(pos - 1, 0), "unclosed bracket at end of file")
-    col = pos - line_start + 1
-    if out and out[-1][1] not in ("NEWLINE", "DEDENT"):
-        add(("", "NEWLINE", "", line, col, col))
+        raise fail(col - 1, "unclosed bracket at end of file")
     while len(indents) > 1:
         indents.pop()
         add(("", "DEDENT", "", line, col, col))

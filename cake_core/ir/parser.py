@@ -76,9 +76,12 @@ _all = _maker(n.All, ("loc",))
 _attr = _maker(n.Attr, ("key", "value", "loc"))
 _op = _maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
 
-_CMP = frozenset(("<", "<=", ">", ">=", "==", "!="))
-_ADD = frozenset(("+", "-"))
-_MUL = frozenset(("*", "/", "%"))
+# binding levels of the expression grammar, loosest first (`not` is a prefix between `and` and comparisons)
+_OR, _AND, _NOT, _CMP, _ADD, _MUL = range(1, 7)
+_BINARY = {
+    "or": _OR, "and": _AND, "<": _CMP, "<=": _CMP, ">": _CMP, ">=": _CMP, "==": _CMP, "!=": _CMP,
+    "+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL, "%": _MUL,
+}  # fmt: skip
 
 
 class Parser:
@@ -213,7 +216,7 @@ class Parser:
                 self.i += 1
                 out.append(n.Constraint(var, op, (self.expr(),), loc=self.span(start)))
             elif self.accept("%"):
-                m = self.expr_add()
+                m = self.expr(_ADD)
                 self.expect("==", "in a divisibility clause (`N % 8 == 0`)")
                 zero = self.expect_kind("NUMBER", "`0`")
                 if self.toks[zero][2] != "0":
@@ -278,12 +281,15 @@ class Parser:
         smem: list[n.Smem] = []
         barriers: list[n.Barrier] = []
         roles: list[n.Role] = []
-        while self.kind() != "DEDENT":
+        toks = self.toks
+        while toks[self.i][1] != "DEDENT":
             s = self.i
-            if self.at("domain"):
+            key = toks[s][0]
+            if key == "domain":
                 domain += self.domain()
                 self.newline("after the domain")
-            elif self.accept("const"):
+            elif key == "const":
+                self.i += 1
                 while True:
                     cs = self.i
                     cname = self.ident("a constant name")
@@ -292,7 +298,8 @@ class Parser:
                     if not self.accept(","):
                         break
                 self.newline("after the constants")
-            elif self.accept("grid"):
+            elif key == "grid":
+                self.i += 1
                 if grid is not None:
                     raise self.error("a kernel has one `grid`", s)
                 self.expect("(")
@@ -307,7 +314,8 @@ class Parser:
                 extents = self.expr_list(")")
                 grid = n.Grid(tuple(gvars), extents, loc=self.span(s))
                 self.newline("after the grid")
-            elif self.accept("cta"):
+            elif key == "cta":
+                self.i += 1
                 if cta is not None:
                     raise self.error("a kernel has one `cta` line", s)
                 self.expect("warps")
@@ -319,10 +327,12 @@ class Parser:
                     cluster = self.expr_list(")")
                 cta = n.Cta(warps, occupancy, cluster, loc=self.span(s))
                 self.newline("after the cta line")
-            elif self.accept("smem"):
+            elif key == "smem":
+                self.i += 1
                 smem.append(self.smem(s))
                 self.newline("after the buffer")
-            elif self.accept("barrier"):
+            elif key == "barrier":
+                self.i += 1
                 bname = self.ident("a barrier name")
                 self.expect(":")
                 kind = self.toks[self.expect("mbarrier", "(the barrier kind)")][2]
@@ -333,7 +343,7 @@ class Parser:
                 self.expect("count", "(arrivals per phase)")
                 barriers.append(n.Barrier(bname, kind, self.expr(), stages, loc=self.span(s)))
                 self.newline("after the barrier")
-            elif self.at("role"):
+            elif key == "role":
                 roles.append(self.role())
             else:
                 raise self.error(
@@ -386,9 +396,9 @@ class Parser:
         start = self.expect("role")
         name = self.ident("a role name")
         self.expect("warps", "after the role name")
-        lo = self.expr_add()
+        lo = self.expr(_ADD)
         self.expect("..", "in the warp range (half-open: `warps 4..12`)")
-        hi = self.expr_add()
+        hi = self.expr(_ADD)
         per = self.expr() if self.accept("per") else None
         regs = self.expr() if self.accept("regs") else None
         header = self.span(start)
@@ -415,9 +425,9 @@ class Parser:
             self.i += 1
             var = self.ident("a loop variable")
             self.expect("in")
-            lo = self.expr_add()
+            lo = self.expr(_ADD)
             self.expect("..", "in the loop range (half-open: `0 .. K`)")
-            hi = self.expr_add()
+            hi = self.expr(_ADD)
             step = self.expr() if self.accept("step") else None
             loc = self.span(s)
             self.expect(":", "at the end of the `for` header")
@@ -478,7 +488,9 @@ class Parser:
         arrow = False
         if toks[self.i][1] != "NEWLINE":
             while True:
-                if self.accept("<-"):
+                t = toks[self.i]
+                if t[0] == "<-":
+                    self.i += 1
                     if arrow:
                         raise self.error("an operation has one `<-`")
                     arrow = True
@@ -487,8 +499,7 @@ class Parser:
                     if toks[self.i][1] == "NEWLINE":
                         break
                     continue
-                t = toks[self.i]
-                if t[1] == "NAME" and toks[min(self.i + 1, len(toks) - 1)][0] == "=":
+                if t[1] == "NAME" and toks[self.i + 1][0] == "=":  # a NAME is never the last token (EOF is)
                     a = self.i
                     self.i += 2
                     value = self.expr()
@@ -497,10 +508,12 @@ class Parser:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")
                     cur.append(self.expr())
-                if self.at("<-"):
+                key = toks[self.i][0]
+                if key == "<-":
                     continue
-                if not self.accept(","):
+                if key != ",":
                     break
+                self.i += 1
         loc = self.span(s)
         self.newline("after the operation")
         return _op(toks[s][2], tuple(outs), tuple(ins), tuple(attrs), loc)  # type: ignore[return-value]
@@ -508,109 +521,93 @@ class Parser:
     # -- expressions ---------------------------------------------------------------------------------
 
     def expr_list(self, close: str) -> tuple[n.Expr, ...]:
+        """Comma-separated expressions (a trailing comma allowed) up to the bracket ``close``."""
         out = []
-        while not self.at(close):
+        toks = self.toks
+        while toks[self.i][0] != close:
             out.append(self.expr())
-            if not self.accept(","):
+            if toks[self.i][0] != ",":
                 break
+            self.i += 1
         self.expect(close)
         return tuple(out)
 
-    def expr(self) -> n.Expr:
-        left = self.expr_and()
-        while self.toks[self.i][0] == "or":
-            self.i += 1
-            right = self.expr_and()
-            left = _bin("or", left, right, _join(left, right))  # type: ignore[assignment]
-        return left
+    def expr(self, level: int = _OR) -> n.Expr:
+        """An expression whose binary operators bind at least as tightly as ``level``.
 
-    def expr_and(self) -> n.Expr:
-        left = self.expr_not()
-        while self.toks[self.i][0] == "and":
-            self.i += 1
-            right = self.expr_not()
-            left = _bin("and", left, right, _join(left, right))  # type: ignore[assignment]
-        return left
-
-    def expr_not(self) -> n.Expr:
-        s = self.i
-        if self.toks[s][0] == "not":
-            self.i += 1
-            operand = self.expr_not()
-            return _unary("not", operand, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
-        return self.expr_cmp()
-
-    def expr_cmp(self) -> n.Expr:
-        left = self.expr_add()
-        t = self.toks[self.i]
-        if t[1] == "OP" and t[2] in _CMP:
-            self.i += 1
-            right = self.expr_add()
-            left = _bin(t[2], left, right, _join(left, right))  # type: ignore[assignment]
-        return left
-
-    def expr_add(self) -> n.Expr:
-        left = self.expr_mul()
+        Precedence climbing over :data:`_BINARY`, so that an operand with no operator after it (most
+        expressions) costs two calls (this and :meth:`operand`) instead of one per precedence level.
+        Binary operators associate to the left, except comparisons, which do not chain: after ``a < b``
+        only ``and`` and ``or`` may follow, as after ``not a``, whose operand takes every operator
+        binding tighter than ``and``. ``ceiling`` is the loosest operator the loop may still take.
+        """
         toks = self.toks
-        while toks[self.i][0] in _ADD and toks[self.i][1] == "OP":
-            op = toks[self.i][2]
+        t = toks[self.i]
+        if level <= _NOT and t[0] == "not":
             self.i += 1
-            right = self.expr_mul()
-            left = _bin(op, left, right, _join(left, right))  # type: ignore[assignment]
-        return left
+            operand = self.expr(_NOT)
+            left = _unary("not", operand, _from_token(self.file, t, operand))  # type: ignore[assignment]
+            ceiling = _AND
+        else:
+            left = self.operand()
+            ceiling = _MUL
+        while True:
+            op = toks[self.i][0]
+            prec = _BINARY.get(op)
+            if prec is None or prec < level or prec > ceiling:
+                return left  # type: ignore[no-any-return]
+            self.i += 1
+            right = self.expr(prec + 1)
+            a, b = left.loc, right.loc
+            left = _bin(op, left, right, _loc(a.file, a.line, a.col, b.end_line, b.end_col))  # type: ignore[assignment]
+            ceiling = _CMP - 1 if prec == _CMP else prec
 
-    def expr_mul(self) -> n.Expr:
-        left = self.expr_unary()
+    def operand(self) -> n.Expr:
+        """A number, name, call, tile reference or parenthesized expression, or a unary minus and its
+        operand (folded into a number literal)."""
         toks = self.toks
-        while toks[self.i][0] in _MUL and toks[self.i][1] == "OP":
-            op = toks[self.i][2]
-            self.i += 1
-            right = self.expr_unary()
-            left = _bin(op, left, right, _join(left, right))  # type: ignore[assignment]
-        return left
-
-    def expr_unary(self) -> n.Expr:
         s = self.i
-        if self.toks[s][0] == "-":
-            self.i += 1
-            operand = self.expr_unary()
-            if isinstance(operand, n.Num):
-                return _num(-operand.value, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
-            return _unary("-", operand, _join_tok(self.loc(s), operand))  # type: ignore[return-value]
-        return self.expr_postfix()
-
-    def expr_postfix(self) -> n.Expr:
-        s = self.i
-        t = self.toks[s]
+        t = toks[s]
         kind, text = t[1], t[2]
-        if kind == "NUMBER":
-            self.i += 1
-            v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
-            return _num(v, self.loc(s))  # type: ignore[return-value]
-        if t[0] == "(":
-            self.i += 1
-            e = self.expr()
-            self.expect(")")
-            return e
         if kind == "NAME" and text not in KEYWORDS and "." not in text:
-            self.i += 1
-            toks = self.toks
-            if toks[self.i][0] == "(":
+            self.i = s + 1
+            key = toks[s + 1][0]
+            if key == "(":
                 self.i += 1
                 args = self.expr_list(")")
                 return _call(text, args, self.span(s))  # type: ignore[return-value]
+            if key != "[" and key != "^T":
+                return _name(text, _loc(self.file, t[3], t[4], t[3], t[5]))  # type: ignore[return-value]
             index: list[n.Idx] = []
             while toks[self.i][0] == "[":
                 self.i += 1
                 while toks[self.i][0] != "]":
                     index.append(self.index_item())
-                    if not self.accept(","):
+                    if toks[self.i][0] != ",":
                         break
+                    self.i += 1
                 self.expect("]")
             transpose = self.accept("^T")
             if index or transpose:
                 return _ref(text, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
+            # `x[]`: a plain name, located at the name alone
             return _name(text, self.loc(s))  # type: ignore[return-value]
+        if kind == "NUMBER":
+            self.i = s + 1
+            v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
+            return _num(v, _loc(self.file, t[3], t[4], t[3], t[5]))  # type: ignore[return-value]
+        if t[0] == "-":
+            self.i = s + 1
+            operand = self.operand()
+            loc = _from_token(self.file, t, operand)
+            if isinstance(operand, n.Num):
+                return _num(-operand.value, loc)  # type: ignore[return-value]
+            return _unary("-", operand, loc)  # type: ignore[return-value]
+        if t[0] == "(":
+            self.i = s + 1
+            e = self.expr()
+            self.expect(")")
+            return e
         raise self.error(f"expected an expression, found {describe(kind, text)}")
 
     def index_item(self) -> n.Idx:
@@ -626,15 +623,10 @@ class Parser:
         return _at(start, self.span(s))  # type: ignore[return-value]
 
 
-def _join(left: n.Expr, right: n.Expr) -> Loc:
-    """``left.loc.to(right.loc)``: the span of a binary expression."""
-    a, b = left.loc, right.loc
-    return _loc(a.file, a.line, a.col, b.end_line, b.end_col)  # type: ignore[return-value]
-
-
-def _join_tok(start: Loc, operand: n.Expr) -> Loc:
+def _from_token(file: str, tok: RawToken, operand: n.Expr) -> Loc:
+    """The span of a prefix operator ``tok`` and its operand."""
     b = operand.loc
-    return _loc(start.file, start.line, start.col, b.end_line, b.end_col)  # type: ignore[return-value]
+    return _loc(file, tok[3], tok[4], b.end_line, b.end_col)  # type: ignore[return-value]
 
 
 def parse(text: str, file: str = "<string>") -> n.Module:
