@@ -16,7 +16,7 @@ from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
-from cake_core.ir.lexer import RawToken, Token, describe, loc_of, scan
+from cake_core.ir.lexer import RawToken, describe, scan
 from cake_core.ir.location import Loc
 
 KEYWORDS = frozenset(
@@ -91,16 +91,6 @@ class Parser:
         self.i = 0
 
     # -- token helpers -------------------------------------------------------------------------------
-
-    @property
-    def tok(self) -> Token:
-        """The current token, as a :class:`Token`."""
-        t = self.toks[self.i]
-        return Token(t[1], t[2], loc_of(self.file, t))
-
-    def peek(self, k: int = 1) -> Token:
-        t = self.toks[min(self.i + k, len(self.toks) - 1)]
-        return Token(t[1], t[2], loc_of(self.file, t))
 
     def kind(self) -> str:
         return self.toks[self.i][1]
