@@ -134,21 +134,46 @@ def compile_expr(e: n.Expr) -> Fn:
         if e.op == "not":
             return lambda env: not x(env)
         return lambda env: -x(env)
-    if isinstance(e, n.Bin):
+    if isinstance(e, n.Bin) and e.op in ("and", "or"):
         a, b = compile_expr(e.left), compile_expr(e.right)
         if e.op == "and":
             return lambda env: bool(a(env)) and bool(b(env))
-        if e.op == "or":
-            return lambda env: bool(a(env)) or bool(b(env))
+        return lambda env: bool(a(env)) or bool(b(env))
+    if isinstance(e, n.Bin):
         f = _BINARY.get(e.op)
         if f is None:
             return _fail
-        return lambda env: f(a(env), b(env))
+        return _binary(f, e.left, e.right)
     if isinstance(e, n.Call) and e.fn in _CALLS and len(e.args) == 2:
-        f = _CALLS[e.fn]
-        a, b = compile_expr(e.args[0]), compile_expr(e.args[1])
-        return lambda env: f(a(env), b(env))
+        return _binary(_CALLS[e.fn], *e.args)
     return _fail
+
+
+def _variable(e: n.Expr) -> str | None:
+    return e.id if isinstance(e, n.Name) and e.id != "inf" else None
+
+
+def _binary(f: Callable[[Any, Any], Any], left: n.Expr, right: n.Expr) -> Fn:
+    """``f`` of two operands. An operand that is a variable or a number is read in place, not through a
+    function of its own: expressions are evaluated at every step of every trace, and most operands are
+    leaves. The left operand is evaluated first, as :func:`compile_expr`'s functions do."""
+    x, y = _variable(left), _variable(right)
+    if isinstance(right, n.Num):
+        v = right.value
+        if x is not None:
+            return lambda env: f(env[x], v)
+        a = compile_expr(left)
+        return lambda env: f(a(env), v)
+    if y is not None:
+        if x is not None:
+            return lambda env: f(env[x], env[y])
+        a = compile_expr(left)
+        return lambda env: f(a(env), env[y])
+    b = compile_expr(right)
+    if x is not None:
+        return lambda env: f(env[x], b(env))
+    a = compile_expr(left)
+    return lambda env: f(a(env), b(env))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -188,11 +213,18 @@ def _snap(v: int, lo: int, hi: int | None, mod: int) -> int | None:
     return x
 
 
-def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
-    """For each run-time size, the largest constant the kernel divides an expression of it by."""
-    names = set(sizes)
-    unit = {s: 1 for s in names}
-    k = model.kernel
+def _per_kernel(model: KernelModel, key: str, make: Callable[[n.Kernel], Any]) -> Any:
+    """``make(model.kernel)``, computed once for all specializations of the kernel: memoized in the
+    models' ``shared`` dict (for what depends on the kernel's syntax alone)."""
+    found = model.shared.get(key)
+    if found is None:
+        found = model.shared[key] = make(model.kernel)
+    return found
+
+
+def _divisions(k: n.Kernel) -> list[tuple[n.Expr, frozenset[str]]]:
+    """Every division in the kernel's grid and role bodies (``cdiv``, ``/``, ``%``): the divisor, and the
+    names the dividend mentions. Only the divisor's value depends on the specialization."""
     exprs: list[n.Expr] = list(k.grid.extents)
     for role in k.roles:
         for s in n.walk_stmts(role.body):
@@ -204,22 +236,29 @@ def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
                 exprs.append(s.cond)
             elif isinstance(s, n.Op):
                 exprs += list(s.operands) + [a.value for a in s.attrs]
+    out = []
     for e in exprs:
         for x in n.walk_expr(e):
-            num: n.Expr | None = None
-            den: n.Expr | None = None
             if isinstance(x, n.Call) and x.fn == "cdiv" and len(x.args) == 2:
                 num, den = x.args
             elif isinstance(x, n.Bin) and x.op in ("/", "%"):
                 num, den = x.left, x.right
-            if num is None or den is None:
+            else:
                 continue
-            c = try_int(den, model.env)
-            if c is None or c < 2:
-                continue
-            for y in n.walk_expr(num):
-                if isinstance(y, n.Name) and y.id in names:
-                    unit[y.id] = max(unit[y.id], c)
+            out.append((den, frozenset(y.id for y in n.walk_expr(num) if isinstance(y, n.Name))))
+    return out
+
+
+def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
+    """For each run-time size, the largest constant the kernel divides an expression of it by."""
+    unit = {s: 1 for s in sizes}
+    for den, names in _per_kernel(model, "protocol divisions", _divisions):
+        c = try_int(den, model.env)
+        if c is None or c < 2:
+            continue
+        for name in names:
+            if name in unit:
+                unit[name] = max(unit[name], c)
     return unit
 
 
@@ -259,7 +298,9 @@ def _sizes(model: KernelModel) -> _Sizes | None:
     shape = ShapeDomain.of(model)
     if shape.empty():
         return None
-    sms = SIM_SMS if "SMS" in model.env and not _uses_sms_at_compile_time(model.kernel) else None
+    sms = None
+    if "SMS" in model.env and not _per_kernel(model, "protocol uses SMS", _uses_sms_at_compile_time):
+        sms = SIM_SMS
     unit = _divisors(model, shape.sizes)
     small, ranges = [], []
     for name, r in sorted(shape.sizes.items()):
@@ -352,7 +393,9 @@ class Step:
         return ", ".join(f"{v}={x}" for _, v, x in self.loops)
 
 
-_DimFn = tuple[str, Any, Any]  # ("at", fn, None) | ("span", start, size) | ("all", extent, None)
+#: one dimension of an access's box: (start, size) functions for an index or a span (no size: an index),
+#: or (None, extent) for the whole dimension
+_DimFn = tuple[Fn | None, Any]
 
 
 @attrs.define(eq=False, slots=True)
@@ -372,8 +415,11 @@ class _Plan:
 
 
 class _Compiler:
-    def __init__(self) -> None:
-        self.cache: dict[int, tuple[n.Expr, Fn]] = {}
+    """Compiles expressions once per node: the cache is shared by every specialization of a kernel (a
+    compiled expression depends on the node alone), and keeps the nodes it is keyed by alive."""
+
+    def __init__(self, cache: dict[int, tuple[n.Expr, Fn]] | None = None) -> None:
+        self.cache = {} if cache is None else cache
 
     def __call__(self, e: n.Expr | None) -> Fn | None:
         if e is None:
@@ -416,15 +462,15 @@ def _plan(of: OpFacts, model: KernelModel, comp: _Compiler) -> _Plan:
             info = model.smem[o.name]
             dims: list[_DimFn] = []
             if info.stages is not None:
-                dims.append(("at", comp(o.stage), None) if o.stage is not None else ("all", info.stages, None))
+                dims.append((comp(o.stage), None) if o.stage is not None else (None, info.stages))
             for d, ext in enumerate(info.shape):
                 item = o.index[d] if d < len(o.index) else None
                 if isinstance(item, n.At):
-                    dims.append(("at", comp(item.expr), None))
+                    dims.append((comp(item.expr), None))
                 elif isinstance(item, n.Span):
-                    dims.append(("span", comp(item.start), comp(item.size)))
+                    dims.append((comp(item.start), comp(item.size)))
                 else:
-                    dims.append(("all", ext, None))
+                    dims.append((None, ext))
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
@@ -508,30 +554,28 @@ class _Walker:
         signals: tuple = ()
         completes: tuple = ()
         accesses: tuple = ()
+        # list comprehensions turned into tuples: cheaper than generator expressions, at every step
         if p.waits:
-            waits = tuple((b, _stage(st, env, ring), int(par(env)) if par else None, e)
-                          for b, st, ring, par, e in p.waits)  # fmt: skip
+            waits = tuple([(b, _stage(st, env, ring), int(par(env)) if par else None, e)
+                           for b, st, ring, par, e in p.waits])  # fmt: skip
         if p.signals:
-            signals = tuple(
+            signals = tuple([
                 (act, b, _stage(st, env, ring), int(arr(env)) if arr else 1, int(amt(env)) if amt else None, e)
                 for act, b, st, ring, arr, amt, e in p.signals
-            )
+            ])  # fmt: skip
         if p.completes:
-            completes = tuple((b, _stage(st, env, ring), int(amt(env)) if amt else nbytes, e)
-                              for b, st, ring, amt, nbytes, e in p.completes)  # fmt: skip
+            completes = tuple([(b, _stage(st, env, ring), int(amt(env)) if amt else nbytes, e)
+                               for b, st, ring, amt, nbytes, e in p.completes])  # fmt: skip
         if p.accesses:
             out = []
             for buf, staged, dims, (read, write, proxy, asynchronous, atomic), e in p.accesses:
                 box = []
-                for kind, a, b in dims:
-                    if kind == "at":
-                        v = int(a(env))
-                        box.append((v, v + 1))
-                    elif kind == "span":
-                        lo = int(a(env))
-                        box.append((lo, lo + max(int(b(env)), 0)))
+                for start, size in dims:
+                    if start is None:
+                        box.append((0, size))
                     else:
-                        box.append((0, a))
+                        lo = int(start(env))
+                        box.append((lo, lo + 1 if size is None else lo + max(int(size(env)), 0)))
                 out.append(SharedAccess(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
                                         asynchronous, atomic, e))  # fmt: skip
             accesses = tuple(out)
@@ -636,7 +680,7 @@ def protocol(model: KernelModel, checked: CheckedModule | None = None) -> Protoc
     active = bool(model.barriers) or bool(kf.async_proxy_readers())
     runs: list[SampleRun] = []
     if active:
-        comp = _Compiler()
+        comp = _Compiler(_per_kernel(model, "protocol expressions", lambda k: {}))
         plans = {id(of.typed.op): _plan(of, model, comp) for of in kf.ops}
         programs = {info.role.name: _program(info.role.body, plans, comp) for info in model.roles}
         sizes = _sizes(model)

@@ -37,6 +37,7 @@ import attrs
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Access, BarrierAction
+from cake_core.ir.sema import KernelModel
 from cake_core.ir.printer import expr as text
 from cake_core.verify.facts import is_proxy_fence
 from cake_core.verify.protocol import Conflict, Protocol, SampleRun, Step, protocol
@@ -553,6 +554,9 @@ def _fence_finding(p: Protocol, run: SampleRun, w: Step, e: object, at: Step, wh
 # ---------------------------------------------------------------------------------------------------
 
 _CACHE: weakref.WeakKeyDictionary[Protocol, _Collector] = weakref.WeakKeyDictionary()
+#: the findings of each kernel model: seven rules ask for them, and finding the model's protocol (its
+#: key sorts the compile-time environment) is not free
+_BY_MODEL: weakref.WeakKeyDictionary[KernelModel, _Collector] = weakref.WeakKeyDictionary()
 
 
 def _analyse(p: Protocol) -> _Collector:
@@ -587,10 +591,13 @@ def _analyse(p: Protocol) -> _Collector:
 
 def findings(ctx: RuleContext, rule: str) -> Iterable[Finding]:
     """The findings of protocol rule ``rule`` for the kernel model of ``ctx`` (analysed once)."""
-    p = protocol(ctx.model, ctx.checked)
-    found = _CACHE.get(p)
+    found = _BY_MODEL.get(ctx.model)
     if found is None:
-        found = _CACHE[p] = _analyse(p)
+        p = protocol(ctx.model, ctx.checked)
+        found = _CACHE.get(p)
+        if found is None:
+            found = _CACHE[p] = _analyse(p)
+        _BY_MODEL[ctx.model] = found
     return found.of(rule)
 
 
