@@ -77,7 +77,7 @@ from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
 
 __all__ = [
     "GROWTH", "MAX_STEPS", "SIM_SMS", "WIDE_STEPS", "Blocked", "Conflict", "Instance", "Protocol", "ReplayResult",
-    "Sample", "SampleRun", "SharedAccess", "Step", "compile_expr", "protocol",
+    "Sample", "SampleRun", "SharedAccess", "Step", "compile_expr", "compiler", "protocol",
 ]  # fmt: skip
 
 MAX_STEPS = 4000  # operations of the least sizes' traces, all instances together
@@ -432,6 +432,13 @@ class _Compiler:
         return fn
 
 
+def compiler(model: KernelModel) -> Callable[[n.Expr | None], Fn | None]:
+    """:func:`compile_expr` with a cache shared by every specialization of the model's kernel (within
+    one type check): the protocol simulator and other analyses that evaluate the same expressions at
+    concrete sizes compile each node once."""
+    return _Compiler(_per_kernel(model, "protocol expressions", lambda k: {}))
+
+
 def _copy_bytes(of: OpFacts) -> int:
     """Full box bytes of an operation's asynchronous writes (what a complete-tx signals without an amount)."""
     total = 0
@@ -680,7 +687,7 @@ def protocol(model: KernelModel, checked: CheckedModule | None = None) -> Protoc
     active = bool(model.barriers) or bool(kf.async_proxy_readers())
     runs: list[SampleRun] = []
     if active:
-        comp = _Compiler(_per_kernel(model, "protocol expressions", lambda k: {}))
+        comp = compiler(model)
         plans = {id(of.typed.op): _plan(of, model, comp) for of in kf.ops}
         programs = {info.role.name: _program(info.role.body, plans, comp) for info in model.roles}
         sizes = _sizes(model)
@@ -828,6 +835,10 @@ class _Rec:
 
 
 _READY, _MBAR, _CTA, _DONE = 0, 1, 2, 3
+# the actions that add expected bytes, and those that arrive (tuples: looking an enum member up on its
+# class is slow, and the replay asks for every signal)
+_EXPECTS = (BarrierAction.EXPECT_TX, BarrierAction.ARRIVE_EXPECT_TX)
+_ARRIVES = (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX)
 
 
 @attrs.define(eq=False, slots=True)
@@ -945,10 +956,11 @@ class _Replay:
 
     def advance(self, a: _Agent) -> None:
         st = a.trace[a.pc]
-        while a.sub < len(st.waits):
-            name, stage, parity, _ = st.waits[a.sub]
-            bar = self.bars[(name, stage)]
+        waits = st.waits
+        while a.sub < len(waits):
+            name, stage, parity, _ = waits[a.sub]
             key = (name, stage)
+            bar = self.bars[key]
             k = a.counts.get(key, 0)
             p = (parity if parity is not None else k) & 1
             if not bar.ready(p):
@@ -976,7 +988,7 @@ class _Replay:
                     self.land(a, tr, t)
         tr: _Transfer | None = None
         if plan.asynchronous:
-            lane = (a.inst, id(plan), tuple(stg for _, stg, _, _ in st.completes))
+            lane = (a.inst, id(plan), tuple([stg for _, stg, _, _ in st.completes]))
             comp = self.lanes.get(lane)
             if comp is None:
                 comp = self.lanes[lane] = self.next_comp
@@ -1008,9 +1020,9 @@ class _Replay:
                 a.group(plan.group)[0].append(tr)
         for act, name, stage, arrivals, nbytes, _ in st.signals:
             bar = self.bars[(name, stage)]
-            if act is BarrierAction.EXPECT_TX or act is BarrierAction.ARRIVE_EXPECT_TX:
+            if act in _EXPECTS:
                 bar.tx += nbytes if nbytes is not None else (sum(b for _, b in tr.tx) if tr is not None else 0)
-            if act is BarrierAction.ARRIVE or act is BarrierAction.ARRIVE_EXPECT_TX:
+            if act in _ARRIVES:
                 bar.arrived += arrivals
                 _join(bar.phase_vc, a.vc)
                 a.last_arrive = st
@@ -1077,20 +1089,20 @@ class _Replay:
             recs.append(_Rec(x.box, comp, clock, False, step, x.atomic, signals))
 
     def check(self, a: _Agent, st: Step, x: SharedAccess, tr: _Transfer | None) -> None:
-        vc = a.vc
-        recs = [r for k in self._keys(x) for r in self.records.get(k, ())]
-        for r in recs:
-            if r.comp == a.comp or vc.get(r.comp, 0) >= r.clock or not _overlap(x.box, r.box):
-                continue
-            if x.atomic and r.atomic:
-                continue
-            if r.write and x.read:
-                self.conflict("raw", a, st, x, r.step, False, r.signals)
-            elif x.write:
-                self.conflict("waw" if r.write else "war", a, st, x, r.step, False, r.signals)
+        vc, comp, box = a.vc, a.comp, x.box
+        for key in self._keys(x):
+            for r in self.records.get(key, ()):
+                if r.comp == comp or vc.get(r.comp, 0) >= r.clock or not _overlap(box, r.box):
+                    continue
+                if x.atomic and r.atomic:
+                    continue
+                if r.write and x.read:
+                    self.conflict("raw", a, st, x, r.step, False, r.signals)
+                elif x.write:
+                    self.conflict("waw" if r.write else "war", a, st, x, r.step, False, r.signals)
         buf = x.buffer
         for t in self.inflight:
-            if t is tr or buf not in t.buffers or t.done:
+            if t is tr or t.done or buf not in t.buffers:
                 continue
             if t.agent == a.inst and tr is not None and t.group is not None and t.group == tr.group:
                 continue  # one asynchronous unit processes its group in issue order
