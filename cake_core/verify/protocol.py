@@ -236,17 +236,37 @@ def _divisions(k: n.Kernel) -> list[tuple[n.Expr, frozenset[str]]]:
                 exprs.append(s.cond)
             elif isinstance(s, n.Op):
                 exprs += list(s.operands) + [a.value for a in s.attrs]
-    out = []
+    out: list[tuple[n.Expr, frozenset[str]]] = []
     for e in exprs:
-        for x in n.walk_expr(e):
-            if isinstance(x, n.Call) and x.fn == "cdiv" and len(x.args) == 2:
-                num, den = x.args
-            elif isinstance(x, n.Bin) and x.op in ("/", "%"):
-                num, den = x.left, x.right
-            else:
-                continue
-            out.append((den, frozenset(y.id for y in n.walk_expr(num) if isinstance(y, n.Name))))
+        _scan(e, out)
     return out
+
+
+def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> set[str]:
+    """The names ``e`` mentions (as :func:`cake_core.ir.nodes.walk_expr` finds them); appends each division
+    in ``e`` to ``out``. One pass, where walking every dividend again would revisit nested divisions."""
+    if isinstance(e, n.Name):
+        return {e.id}
+    if isinstance(e, n.Unary):
+        return _scan(e.operand, out)
+    if isinstance(e, n.Bin):
+        left, right = _scan(e.left, out), _scan(e.right, out)
+        if e.op in ("/", "%"):
+            out.append((e.right, frozenset(left)))
+        return left | right
+    names: set[str] = set()
+    if isinstance(e, n.Call):
+        args = [_scan(a, out) for a in e.args]
+        if e.fn == "cdiv" and len(args) == 2:
+            out.append((e.args[1], frozenset(args[0])))
+        names.update(*args)
+    elif isinstance(e, n.Ref):
+        for i in e.index:
+            if isinstance(i, n.At):
+                names |= _scan(i.expr, out)
+            elif isinstance(i, n.Span):
+                names |= _scan(i.start, out) | _scan(i.size, out)
+    return names
 
 
 def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
