@@ -77,7 +77,7 @@ from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
 
 __all__ = [
     "GROWTH", "MAX_STEPS", "SIM_SMS", "WIDE_STEPS", "Blocked", "Conflict", "Instance", "Protocol", "ReplayResult",
-    "Sample", "SampleRun", "SharedAccess", "Step", "compile_expr", "protocol",
+    "Sample", "SampleRun", "SharedAccess", "Step", "compile_expr", "compiler", "protocol",
 ]  # fmt: skip
 
 MAX_STEPS = 4000  # operations of the least sizes' traces, all instances together
@@ -134,21 +134,46 @@ def compile_expr(e: n.Expr) -> Fn:
         if e.op == "not":
             return lambda env: not x(env)
         return lambda env: -x(env)
-    if isinstance(e, n.Bin):
+    if isinstance(e, n.Bin) and e.op in ("and", "or"):
         a, b = compile_expr(e.left), compile_expr(e.right)
         if e.op == "and":
             return lambda env: bool(a(env)) and bool(b(env))
-        if e.op == "or":
-            return lambda env: bool(a(env)) or bool(b(env))
+        return lambda env: bool(a(env)) or bool(b(env))
+    if isinstance(e, n.Bin):
         f = _BINARY.get(e.op)
         if f is None:
             return _fail
-        return lambda env: f(a(env), b(env))
+        return _binary(f, e.left, e.right)
     if isinstance(e, n.Call) and e.fn in _CALLS and len(e.args) == 2:
-        f = _CALLS[e.fn]
-        a, b = compile_expr(e.args[0]), compile_expr(e.args[1])
-        return lambda env: f(a(env), b(env))
+        return _binary(_CALLS[e.fn], *e.args)
     return _fail
+
+
+def _variable(e: n.Expr) -> str | None:
+    return e.id if isinstance(e, n.Name) and e.id != "inf" else None
+
+
+def _binary(f: Callable[[Any, Any], Any], left: n.Expr, right: n.Expr) -> Fn:
+    """``f`` of two operands. An operand that is a variable or a number is read in place, not through a
+    function of its own: expressions are evaluated at every step of every trace, and most operands are
+    leaves. The left operand is evaluated first, as :func:`compile_expr`'s functions do."""
+    x, y = _variable(left), _variable(right)
+    if isinstance(right, n.Num):
+        v = right.value
+        if x is not None:
+            return lambda env: f(env[x], v)
+        a = compile_expr(left)
+        return lambda env: f(a(env), v)
+    if y is not None:
+        if x is not None:
+            return lambda env: f(env[x], env[y])
+        a = compile_expr(left)
+        return lambda env: f(a(env), env[y])
+    b = compile_expr(right)
+    if x is not None:
+        return lambda env: f(env[x], b(env))
+    a = compile_expr(left)
+    return lambda env: f(a(env), b(env))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -188,11 +213,18 @@ def _snap(v: int, lo: int, hi: int | None, mod: int) -> int | None:
     return x
 
 
-def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
-    """For each run-time size, the largest constant the kernel divides an expression of it by."""
-    names = set(sizes)
-    unit = {s: 1 for s in names}
-    k = model.kernel
+def _per_kernel(model: KernelModel, key: str, make: Callable[[n.Kernel], Any]) -> Any:
+    """``make(model.kernel)``, computed once for all specializations of the kernel: memoized in the
+    models' ``shared`` dict (for what depends on the kernel's syntax alone)."""
+    found = model.shared.get(key)
+    if found is None:
+        found = model.shared[key] = make(model.kernel)
+    return found
+
+
+def _divisions(k: n.Kernel) -> list[tuple[n.Expr, frozenset[str]]]:
+    """Every division in the kernel's grid and role bodies (``cdiv``, ``/``, ``%``): the divisor, and the
+    names the dividend mentions. Only the divisor's value depends on the specialization."""
     exprs: list[n.Expr] = list(k.grid.extents)
     for role in k.roles:
         for s in n.walk_stmts(role.body):
@@ -204,22 +236,49 @@ def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
                 exprs.append(s.cond)
             elif isinstance(s, n.Op):
                 exprs += list(s.operands) + [a.value for a in s.attrs]
+    out: list[tuple[n.Expr, frozenset[str]]] = []
     for e in exprs:
-        for x in n.walk_expr(e):
-            num: n.Expr | None = None
-            den: n.Expr | None = None
-            if isinstance(x, n.Call) and x.fn == "cdiv" and len(x.args) == 2:
-                num, den = x.args
-            elif isinstance(x, n.Bin) and x.op in ("/", "%"):
-                num, den = x.left, x.right
-            if num is None or den is None:
-                continue
-            c = try_int(den, model.env)
-            if c is None or c < 2:
-                continue
-            for y in n.walk_expr(num):
-                if isinstance(y, n.Name) and y.id in names:
-                    unit[y.id] = max(unit[y.id], c)
+        _scan(e, out)
+    return out
+
+
+def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> set[str]:
+    """The names ``e`` mentions (as :func:`cake_core.ir.nodes.walk_expr` finds them); appends each division
+    in ``e`` to ``out``. One pass, where walking every dividend again would revisit nested divisions."""
+    if isinstance(e, n.Name):
+        return {e.id}
+    if isinstance(e, n.Unary):
+        return _scan(e.operand, out)
+    if isinstance(e, n.Bin):
+        left, right = _scan(e.left, out), _scan(e.right, out)
+        if e.op in ("/", "%"):
+            out.append((e.right, frozenset(left)))
+        return left | right
+    names: set[str] = set()
+    if isinstance(e, n.Call):
+        args = [_scan(a, out) for a in e.args]
+        if e.fn == "cdiv" and len(args) == 2:
+            out.append((e.args[1], frozenset(args[0])))
+        names.update(*args)
+    elif isinstance(e, n.Ref):
+        for i in e.index:
+            if isinstance(i, n.At):
+                names |= _scan(i.expr, out)
+            elif isinstance(i, n.Span):
+                names |= _scan(i.start, out) | _scan(i.size, out)
+    return names
+
+
+def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
+    """For each run-time size, the largest constant the kernel divides an expression of it by."""
+    unit = {s: 1 for s in sizes}
+    for den, names in _per_kernel(model, "protocol divisions", _divisions):
+        c = try_int(den, model.env)
+        if c is None or c < 2:
+            continue
+        for name in names:
+            if name in unit:
+                unit[name] = max(unit[name], c)
     return unit
 
 
@@ -259,7 +318,9 @@ def _sizes(model: KernelModel) -> _Sizes | None:
     shape = ShapeDomain.of(model)
     if shape.empty():
         return None
-    sms = SIM_SMS if "SMS" in model.env and not _uses_sms_at_compile_time(model.kernel) else None
+    sms = None
+    if "SMS" in model.env and not _per_kernel(model, "protocol uses SMS", _uses_sms_at_compile_time):
+        sms = SIM_SMS
     unit = _divisors(model, shape.sizes)
     small, ranges = [], []
     for name, r in sorted(shape.sizes.items()):
@@ -352,7 +413,9 @@ class Step:
         return ", ".join(f"{v}={x}" for _, v, x in self.loops)
 
 
-_DimFn = tuple[str, Any, Any]  # ("at", fn, None) | ("span", start, size) | ("all", extent, None)
+#: one dimension of an access's box: (start, size) functions for an index or a span (no size: an index),
+#: or (None, extent) for the whole dimension
+_DimFn = tuple[Fn | None, Any]
 
 
 @attrs.define(eq=False, slots=True)
@@ -372,8 +435,11 @@ class _Plan:
 
 
 class _Compiler:
-    def __init__(self) -> None:
-        self.cache: dict[int, tuple[n.Expr, Fn]] = {}
+    """Compiles expressions once per node: the cache is shared by every specialization of a kernel (a
+    compiled expression depends on the node alone), and keeps the nodes it is keyed by alive."""
+
+    def __init__(self, cache: dict[int, tuple[n.Expr, Fn]] | None = None) -> None:
+        self.cache = {} if cache is None else cache
 
     def __call__(self, e: n.Expr | None) -> Fn | None:
         if e is None:
@@ -384,6 +450,13 @@ class _Compiler:
         fn = compile_expr(e)
         self.cache[id(e)] = (e, fn)
         return fn
+
+
+def compiler(model: KernelModel) -> Callable[[n.Expr | None], Fn | None]:
+    """:func:`compile_expr` with a cache shared by every specialization of the model's kernel (within
+    one type check): the protocol simulator and other analyses that evaluate the same expressions at
+    concrete sizes compile each node once."""
+    return _Compiler(_per_kernel(model, "protocol expressions", lambda k: {}))
 
 
 def _copy_bytes(of: OpFacts) -> int:
@@ -416,15 +489,15 @@ def _plan(of: OpFacts, model: KernelModel, comp: _Compiler) -> _Plan:
             info = model.smem[o.name]
             dims: list[_DimFn] = []
             if info.stages is not None:
-                dims.append(("at", comp(o.stage), None) if o.stage is not None else ("all", info.stages, None))
+                dims.append((comp(o.stage), None) if o.stage is not None else (None, info.stages))
             for d, ext in enumerate(info.shape):
                 item = o.index[d] if d < len(o.index) else None
                 if isinstance(item, n.At):
-                    dims.append(("at", comp(item.expr), None))
+                    dims.append((comp(item.expr), None))
                 elif isinstance(item, n.Span):
-                    dims.append(("span", comp(item.start), comp(item.size)))
+                    dims.append((comp(item.start), comp(item.size)))
                 else:
-                    dims.append(("all", ext, None))
+                    dims.append((None, ext))
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
@@ -508,30 +581,28 @@ class _Walker:
         signals: tuple = ()
         completes: tuple = ()
         accesses: tuple = ()
+        # list comprehensions turned into tuples: cheaper than generator expressions, at every step
         if p.waits:
-            waits = tuple((b, _stage(st, env, ring), int(par(env)) if par else None, e)
-                          for b, st, ring, par, e in p.waits)  # fmt: skip
+            waits = tuple([(b, _stage(st, env, ring), int(par(env)) if par else None, e)
+                           for b, st, ring, par, e in p.waits])  # fmt: skip
         if p.signals:
-            signals = tuple(
+            signals = tuple([
                 (act, b, _stage(st, env, ring), int(arr(env)) if arr else 1, int(amt(env)) if amt else None, e)
                 for act, b, st, ring, arr, amt, e in p.signals
-            )
+            ])  # fmt: skip
         if p.completes:
-            completes = tuple((b, _stage(st, env, ring), int(amt(env)) if amt else nbytes, e)
-                              for b, st, ring, amt, nbytes, e in p.completes)  # fmt: skip
+            completes = tuple([(b, _stage(st, env, ring), int(amt(env)) if amt else nbytes, e)
+                               for b, st, ring, amt, nbytes, e in p.completes])  # fmt: skip
         if p.accesses:
             out = []
             for buf, staged, dims, (read, write, proxy, asynchronous, atomic), e in p.accesses:
                 box = []
-                for kind, a, b in dims:
-                    if kind == "at":
-                        v = int(a(env))
-                        box.append((v, v + 1))
-                    elif kind == "span":
-                        lo = int(a(env))
-                        box.append((lo, lo + max(int(b(env)), 0)))
+                for start, size in dims:
+                    if start is None:
+                        box.append((0, size))
                     else:
-                        box.append((0, a))
+                        lo = int(start(env))
+                        box.append((lo, lo + 1 if size is None else lo + max(int(size(env)), 0)))
                 out.append(SharedAccess(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
                                         asynchronous, atomic, e))  # fmt: skip
             accesses = tuple(out)
@@ -636,7 +707,7 @@ def protocol(model: KernelModel, checked: CheckedModule | None = None) -> Protoc
     active = bool(model.barriers) or bool(kf.async_proxy_readers())
     runs: list[SampleRun] = []
     if active:
-        comp = _Compiler()
+        comp = compiler(model)
         plans = {id(of.typed.op): _plan(of, model, comp) for of in kf.ops}
         programs = {info.role.name: _program(info.role.body, plans, comp) for info in model.roles}
         sizes = _sizes(model)
@@ -784,6 +855,10 @@ class _Rec:
 
 
 _READY, _MBAR, _CTA, _DONE = 0, 1, 2, 3
+# the actions that add expected bytes, and those that arrive (tuples: looking an enum member up on its
+# class is slow, and the replay asks for every signal)
+_EXPECTS = (BarrierAction.EXPECT_TX, BarrierAction.ARRIVE_EXPECT_TX)
+_ARRIVES = (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX)
 
 
 @attrs.define(eq=False, slots=True)
@@ -901,10 +976,11 @@ class _Replay:
 
     def advance(self, a: _Agent) -> None:
         st = a.trace[a.pc]
-        while a.sub < len(st.waits):
-            name, stage, parity, _ = st.waits[a.sub]
-            bar = self.bars[(name, stage)]
+        waits = st.waits
+        while a.sub < len(waits):
+            name, stage, parity, _ = waits[a.sub]
             key = (name, stage)
+            bar = self.bars[key]
             k = a.counts.get(key, 0)
             p = (parity if parity is not None else k) & 1
             if not bar.ready(p):
@@ -932,7 +1008,7 @@ class _Replay:
                     self.land(a, tr, t)
         tr: _Transfer | None = None
         if plan.asynchronous:
-            lane = (a.inst, id(plan), tuple(stg for _, stg, _, _ in st.completes))
+            lane = (a.inst, id(plan), tuple([stg for _, stg, _, _ in st.completes]))
             comp = self.lanes.get(lane)
             if comp is None:
                 comp = self.lanes[lane] = self.next_comp
@@ -964,9 +1040,9 @@ class _Replay:
                 a.group(plan.group)[0].append(tr)
         for act, name, stage, arrivals, nbytes, _ in st.signals:
             bar = self.bars[(name, stage)]
-            if act is BarrierAction.EXPECT_TX or act is BarrierAction.ARRIVE_EXPECT_TX:
+            if act in _EXPECTS:
                 bar.tx += nbytes if nbytes is not None else (sum(b for _, b in tr.tx) if tr is not None else 0)
-            if act is BarrierAction.ARRIVE or act is BarrierAction.ARRIVE_EXPECT_TX:
+            if act in _ARRIVES:
                 bar.arrived += arrivals
                 _join(bar.phase_vc, a.vc)
                 a.last_arrive = st
@@ -1033,20 +1109,20 @@ class _Replay:
             recs.append(_Rec(x.box, comp, clock, False, step, x.atomic, signals))
 
     def check(self, a: _Agent, st: Step, x: SharedAccess, tr: _Transfer | None) -> None:
-        vc = a.vc
-        recs = [r for k in self._keys(x) for r in self.records.get(k, ())]
-        for r in recs:
-            if r.comp == a.comp or vc.get(r.comp, 0) >= r.clock or not _overlap(x.box, r.box):
-                continue
-            if x.atomic and r.atomic:
-                continue
-            if r.write and x.read:
-                self.conflict("raw", a, st, x, r.step, False, r.signals)
-            elif x.write:
-                self.conflict("waw" if r.write else "war", a, st, x, r.step, False, r.signals)
+        vc, comp, box = a.vc, a.comp, x.box
+        for key in self._keys(x):
+            for r in self.records.get(key, ()):
+                if r.comp == comp or vc.get(r.comp, 0) >= r.clock or not _overlap(box, r.box):
+                    continue
+                if x.atomic and r.atomic:
+                    continue
+                if r.write and x.read:
+                    self.conflict("raw", a, st, x, r.step, False, r.signals)
+                elif x.write:
+                    self.conflict("waw" if r.write else "war", a, st, x, r.step, False, r.signals)
         buf = x.buffer
         for t in self.inflight:
-            if t is tr or buf not in t.buffers or t.done:
+            if t is tr or t.done or buf not in t.buffers:
                 continue
             if t.agent == a.inst and tr is not None and t.group is not None and t.group == tr.group:
                 continue  # one asynchronous unit processes its group in issue order

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.primitive import Access
 from cake_core.ir.sema import KernelModel
 from cake_core.verify.facts import facts
+from cake_core.verify.protocol import Fn, compiler
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.symbolic import ShapeDomain
 
@@ -21,57 +21,96 @@ class _Unknown(Exception):
     """A loop bound or condition that cannot be evaluated from the sizes: no estimate."""
 
 
-def fills_per_cta(model: KernelModel, sites: set[int], sizes: Mapping[str, int]) -> int:
-    """An upper estimate of how often the operations ``sites`` (by ``id`` of the op) run in one CTA.
+_OP, _LET, _FOR, _IF = 0, 1, 2, 3
+_Program = list[tuple]
+
+
+def _program(body: tuple[n.Stmt, ...], comp: Callable[[n.Expr | None], Fn | None]) -> _Program:
+    """A role body ready for counting: operations (by ``id``), lets, loops and conditionals with their
+    expressions compiled; the other statements (declarations) dropped."""
+    out: _Program = []
+    for s in body:
+        if isinstance(s, n.Op):
+            out.append((_OP, id(s)))
+        elif isinstance(s, n.Let):
+            out.append((_LET, s.name, comp(s.value)))
+        elif isinstance(s, n.For):
+            out.append((_FOR, s.var, comp(s.start), comp(s.stop), comp(s.step), _program(s.body, comp)))
+        elif isinstance(s, n.If):
+            out.append((_IF, comp(s.cond), _program(s.then, comp), _program(s.orelse, comp)))
+    return out
+
+
+def _programs(model: KernelModel) -> dict[str, _Program]:
+    """Every role's program; they depend on the kernel's syntax alone, so the specializations of a
+    kernel share them (in the models' ``shared`` dict)."""
+    found = model.shared.get("pipeline programs")
+    if found is None:
+        comp = compiler(model)
+        found = model.shared["pipeline programs"] = {r.name: _program(r.body, comp) for r in model.kernel.roles}
+    return found  # type: ignore[return-value]
+
+
+def fills_per_cta(model: KernelModel, sites: Sequence[set[int]], sizes: Mapping[str, int]) -> list[int]:
+    """Upper estimates of how often the operations of each of ``sites`` (sets of ``id`` of the ops) run
+    in one CTA.
 
     Each loop contributes its trip count (the larger of the counts at its outer loops' first and last
-    values), each ``if`` its larger branch; grid variables are 0, every role instance counts."""
+    values), each ``if`` its larger branch; grid variables are 0, every role instance counts. The walk
+    itself does not depend on the sites, so one walk counts every set (a vector of counts, one per
+    set)."""
     base: dict[str, Any] = dict(model.env)
     base.update(sizes)
     for v in model.kernel.grid.vars:
         base[v] = 0
+    width = len(sites)
+    counted: dict[int, list[int]] = {}  # op id -> the sets it is in
+    for i, ops in enumerate(sites):
+        for op in ops:
+            counted.setdefault(op, []).append(i)
 
-    def value(e: n.Expr, env: Mapping[str, Any]) -> Any:
+    def value(fn: Fn, env: dict[str, Any]) -> Any:
         try:
-            return evaluate(e, env)
-        except (EvalError, TypeError, ZeroDivisionError):
+            return fn(env)
+        except (KeyError, TypeError, ZeroDivisionError):  # a free name, a division by zero
             raise _Unknown from None
 
-    def trips(s: n.For, env: Mapping[str, Any]) -> int:
-        step = value(s.step, env) if s.step is not None else 1
-        if not isinstance(step, int) or step == 0:
-            raise _Unknown
-        return len(range(int(value(s.start, env)), int(value(s.stop, env)), step))
-
-    def block(body: tuple[n.Stmt, ...], env: dict[str, Any]) -> int:
-        count = 0
-        for s in body:
-            if isinstance(s, n.Op):
-                count += id(s) in sites
-            elif isinstance(s, n.Let):
-                env[s.name] = value(s.value, env)
-            elif isinstance(s, n.For):
-                k = trips(s, env)
+    def block(prog: _Program, env: dict[str, Any]) -> list[int]:
+        count = [0] * width
+        for ins in prog:
+            kind = ins[0]
+            if kind == _OP:
+                for i in counted.get(ins[1], ()):
+                    count[i] += 1
+            elif kind == _LET:
+                env[ins[1]] = value(ins[2], env)
+            elif kind == _FOR:
+                _, var, start_fn, stop_fn, step_fn, body = ins
+                step = value(step_fn, env) if step_fn is not None else 1
+                if not isinstance(step, int) or step == 0:
+                    raise _Unknown
+                start = int(value(start_fn, env))
+                k = len(range(start, int(value(stop_fn, env)), step))
                 if k <= 0:
                     continue
-                start = int(value(s.start, env))
-                step = value(s.step, env) if s.step is not None else 1
-                inner = 0
+                inner = [0] * width
                 for v in {start, start + (k - 1) * step}:
                     e2 = dict(env)
-                    e2[s.var] = v
-                    inner = max(inner, block(s.body, e2))
-                count += k * inner
-            elif isinstance(s, n.If):
-                count += max(block(s.then, dict(env)), block(s.orelse, dict(env)))
+                    e2[var] = v
+                    inner = list(map(max, inner, block(body, e2)))
+                count = [c + k * i for c, i in zip(count, inner)]  # noqa: B905 - one width
+            else:
+                then, orelse = block(ins[2], dict(env)), block(ins[3], dict(env))
+                count = [c + max(a, b) for c, a, b in zip(count, then, orelse)]  # noqa: B905
         return count
 
-    total = 0
+    programs = _programs(model)
+    total = [0] * width
     for info in model.roles:
         for i in range(info.instances):
             env = dict(base)
             env["self"] = i
-            total += block(info.role.body, env)
+            total = [t + c for t, c in zip(total, block(programs[info.role.name], env))]  # noqa: B905
     return total
 
 
@@ -114,6 +153,7 @@ occupancy (or keep a wider tile from fitting), and a compile-time trip count mak
         if shape.empty():
             return
         kf = facts(m)
+        rings = []  # (name, info, the operations writing it)
         for name, info in m.smem.items():
             if not info.stages or info.stages < 2:
                 continue
@@ -121,13 +161,16 @@ occupancy (or keep a wider tile from fitting), and a compile-time trip count mak
                 id(of.typed.op) for of, e in kf.shared_accesses.get(name, ())
                 if e.access in (Access.WRITE, Access.READWRITE) and e.operand.stage is not None
             }  # fmt: skip
-            if not sites:
-                continue
-            try:
-                low = fills_per_cta(m, sites, _sizes(shape, BIG, m))
-                high = fills_per_cta(m, sites, _sizes(shape, 2 * BIG, m))
-            except _Unknown:
-                continue
+            if sites:
+                rings.append((name, info, sites))
+        if not rings:
+            return
+        try:
+            lows = fills_per_cta(m, [sites for *_, sites in rings], _sizes(shape, BIG, m))
+            highs = fills_per_cta(m, [sites for *_, sites in rings], _sizes(shape, 2 * BIG, m))
+        except _Unknown:
+            return
+        for (name, info, sites), low, high in zip(rings, lows, highs):  # noqa: B905 - one per ring
             if high != low or low >= info.stages:
                 continue
             decl = info.decl

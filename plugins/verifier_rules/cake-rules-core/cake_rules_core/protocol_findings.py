@@ -37,6 +37,7 @@ import attrs
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Access, BarrierAction
+from cake_core.ir.sema import KernelModel
 from cake_core.ir.printer import expr as text
 from cake_core.verify.facts import is_proxy_fence
 from cake_core.verify.protocol import Conflict, Protocol, SampleRun, Step, protocol
@@ -128,8 +129,8 @@ class _Index:
                         if act in arrive_kinds:
                             arrivals[(name, stage)][st.inst].append((n_arr, st))
                         if act in expect_kinds:
-                            own = sum(b for _, _, b, _ in st.completes)
-                            key = (name, stage, tuple((lid, v) for lid, _, v in st.loops))
+                            own = sum([b for _, _, b, _ in st.completes])
+                            key = (name, stage, tuple([(lid, v) for lid, _, v in st.loops]))
                             mine_e[key].append((nbytes if nbytes is not None else own, st))
             expects.append(mine_e)
             completes.append(mine_c)
@@ -193,14 +194,15 @@ def _arrivals(p: Protocol, run: SampleRun, ix: _Index, skip: set[str], out: _Col
                 steps = [last]
             phases[(name, stage)] = done
         else:
+            ordered = sorted(by_inst.items())
             rounds = max(len(v) for v in by_inst.values())
             done = 0
             for ph in range(rounds):
-                parts = [(inst, seq[ph]) for inst, seq in sorted(by_inst.items()) if len(seq) > ph]
-                total = sum(n_arr for _, (n_arr, _) in parts)
+                parts = [(inst, seq[ph]) for inst, seq in ordered if len(seq) > ph]
+                total = sum([n_arr for _, (n_arr, _) in parts])
                 if total != count:
                     words = ", ".join(f"{run.instances[i].who}: {n_arr}" for i, (n_arr, _) in parts)
-                    missing = [run.instances[i].who for i, seq in sorted(by_inst.items()) if len(seq) <= ph]
+                    missing = [run.instances[i].who for i, seq in ordered if len(seq) <= ph]
                     extra = f"; {', '.join(missing)} arrive(s) only {ph} time(s)" if missing else ""
                     problem = f"phase {ph} of {where} receives {total} ({words}{extra})"
                     steps = [s for _, (_, s) in parts]
@@ -233,7 +235,7 @@ def _tx(p: Protocol, run: SampleRun, ix: _Index, skip: set[str], out: _Collector
         for name, stage, nbytes, s in inst_completes:
             if name in skip:
                 continue
-            ctx = tuple((lid, v) for lid, _, v in s.loops)
+            ctx = tuple([(lid, v) for lid, _, v in s.loops])
             for k in range(len(ctx), -1, -1):
                 key = (name, stage, ctx[:k])
                 if key in expects:
@@ -254,9 +256,9 @@ def _tx(p: Protocol, run: SampleRun, ix: _Index, skip: set[str], out: _Collector
                 ))  # fmt: skip
         for key, exp in expects.items():
             name, stage, _ = key
-            want = sum(b for b, _ in exp)
+            want = sum([b for b, _ in exp])
             got = copies.get(key, [])
-            have = sum(b for b, _ in got)
+            have = sum([b for b, _ in got])
             if want == have:
                 continue
             bad.add((name, stage))
@@ -553,6 +555,9 @@ def _fence_finding(p: Protocol, run: SampleRun, w: Step, e: object, at: Step, wh
 # ---------------------------------------------------------------------------------------------------
 
 _CACHE: weakref.WeakKeyDictionary[Protocol, _Collector] = weakref.WeakKeyDictionary()
+#: the findings of each kernel model: seven rules ask for them, and finding the model's protocol (its
+#: key sorts the compile-time environment) is not free
+_BY_MODEL: weakref.WeakKeyDictionary[KernelModel, _Collector] = weakref.WeakKeyDictionary()
 
 
 def _analyse(p: Protocol) -> _Collector:
@@ -587,10 +592,13 @@ def _analyse(p: Protocol) -> _Collector:
 
 def findings(ctx: RuleContext, rule: str) -> Iterable[Finding]:
     """The findings of protocol rule ``rule`` for the kernel model of ``ctx`` (analysed once)."""
-    p = protocol(ctx.model, ctx.checked)
-    found = _CACHE.get(p)
+    found = _BY_MODEL.get(ctx.model)
     if found is None:
-        found = _CACHE[p] = _analyse(p)
+        p = protocol(ctx.model, ctx.checked)
+        found = _CACHE.get(p)
+        if found is None:
+            found = _CACHE[p] = _analyse(p)
+        _BY_MODEL[ctx.model] = found
     return found.of(rule)
 
 
