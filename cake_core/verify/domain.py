@@ -73,10 +73,15 @@ How it is computed (none of this changes a verdict)
   same integer constants, run-time sizes, role instances and buffer, barrier and tile shapes:
   :meth:`KernelDomain.fingerprint`) in the dict :func:`~cake_core.ir.sema.check_module` gives every
   model of a kernel. Nothing is kept across type checks.
-* The witness search runs compiled code: each expression becomes a Python function
-  (:func:`compile_expr`), and each walk — binders and obligations — one generated function
+* The witness search walks the binders concretely in two tiers: the recursive
+  :meth:`KernelDomain._walk` evaluates the expressions as they are, which is cheapest for the many
+  searches that end after a few evaluations; a search that goes on past :data:`INTERPRETED_WORK`
+  steps of that walk compiles it — binders and obligations — into one generated function
   (:class:`_WalkerSource`) with the recursive walk's exact evaluation order, budget and exception
-  handling; :meth:`KernelDomain._walk` remains for what cannot be compiled.
+  handling, and redoes the size assignment it was walking with it (a walk only reads: redoing it
+  spends the same budget and finds the same witness). What cannot be compiled stays recursive.
+* Size assignments are filtered with the proof attempts' lower bounds as integers, over tuples of
+  sample values: most of the assignments a search enumerates are covered by a bound and skipped.
 """
 
 from __future__ import annotations
@@ -112,6 +117,9 @@ RANGE_EXACT = 64  # loop and grid ranges up to this long are enumerated in full
 SIZE_COMBOS = 4096  # full product of size samples up to this many combinations
 EVAL_BUDGET = 60_000  # concrete evaluations of one witness search
 SCALAR_SAMPLES = (-1, 0, 1, 2, 65536)  # scalar parameters are unconstrained
+#: steps of the recursive walk a witness search takes before it compiles its walk (the compiled walk
+#: is about ten times faster, and compiling it costs about as much as this many steps)
+INTERPRETED_WORK = 300
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -288,8 +296,6 @@ class KernelDomain:
         self._picked: dict[range, list[int]] = {}
         self._size_samples: dict[str, list[int]] = {}
         self._base_names = frozenset(model.env) | frozenset(self.shape.sizes) | self.shape.scalars
-        self._compiled: dict[int, tuple[n.Expr, Callable[[Mapping[str, object]], object]]]
-        self._compiled = self._shared.setdefault("compiled", {})  # type: ignore[assignment]
         self._walkers: dict[tuple[str, tuple[str, ...]], Callable[..., object] | None]
         self._walkers = self._shared.setdefault("walkers", {})  # type: ignore[assignment]
         self._fingerprint: tuple | None = None
@@ -489,30 +495,23 @@ class KernelDomain:
                 names |= {s for s, _ in f.terms}
         return sorted(names & (set(self.shape.sizes) | self.shape.scalars))
 
-    def size_assignments(self, names: Sequence[str]) -> Iterator[dict[str, int]]:
-        """The witness set over ``names`` (run-time sizes and scalars; see the module documentation)."""
-        per = {s: self._samples(s) for s in names}
-        if not names:
-            yield {}
-            return
-        if math.prod(len(v) for v in per.values()) <= SIZE_COMBOS:
-            for combo in itertools.product(*(per[s] for s in names)):
-                yield dict(zip(names, combo, strict=True))
+    def size_assignments(self, names: Sequence[str]) -> Iterator[tuple[int, ...]]:
+        """The witness set over ``names`` (run-time sizes and scalars; see the module documentation),
+        each assignment a tuple of values in the order of ``names``."""
+        per = [self._samples(s) for s in names]
+        if math.prod(len(v) for v in per) <= SIZE_COMBOS:
+            yield from itertools.product(*per)
             return
         seen: set[tuple[int, ...]] = set()
-        for s in names:
-            for pick in ("low", "middle", "high"):
-                base = {}
-                for o in names:
-                    vals = per[o]
-                    base[o] = {"low": vals[0], "middle": vals[len(vals) // 2], "high": vals[-1]}[pick]
-                for v in per[s]:
-                    a = dict(base)
-                    a[s] = v
-                    key = tuple(a[x] for x in names)
+        for i, values in enumerate(per):
+            for pick in (lambda vals: vals[0], lambda vals: vals[len(vals) // 2], lambda vals: vals[-1]):
+                base = [pick(vals) for vals in per]
+                for v in values:
+                    base[i] = v
+                    key = tuple(base)
                     if key not in seen:
                         seen.add(key)
-                        yield a
+                        yield key
 
     def _samples(self, name: str) -> list[int]:
         """The values one size (or scalar) takes in witness searches; computed once per name."""
@@ -527,36 +526,48 @@ class KernelDomain:
 
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
-        budget = [EVAL_BUDGET]
-        tried = 0
         obligations = [ob for ob, _ in open_]
-        walker = self._walker(chain, obligations)
+        lows = {s: r.lo for s, r in self.shape.sizes.items()}
+        filters = [_integral_forms(forms, lows, names) for _, forms in open_]
+        base: dict[str, object] = dict(self.model.env)  # sizes not sampled at their least, scalars at 0
+        base.update(lows)
+        base.update(dict.fromkeys(self.shape.scalars, 0))
+        compilable = self._compilable(chain, obligations)
+        # [evaluations left, steps of the recursive walk left before it is compiled]
+        budget: list[float] = [EVAL_BUDGET, INTERPRETED_WORK if compilable else math.inf]
+        walker: Callable[..., object] | None = None
         parts = tuple(ob.parts[1] if ob.parts is not None else None for ob in obligations)
         checks = tuple(ob.check for ob in obligations)
-        sized = frozenset(self.shape.sizes)
-        bounds = [(ob, _integral_forms(forms, sized)) for ob, forms in open_]
+        tried = 0
         for sizes in self.size_assignments(names):
-            full = {s: sizes.get(s, r.lo) for s, r in self.shape.sizes.items()}
-            live = [ob for ob, forms in bounds if not any(_above(f, full) for f in forms)]
+            live = [ob for ob, fs in zip(obligations, filters) if not any(_above(f, sizes) for f in fs)]
             if not live:
                 continue
             tried += 1
-            env: dict[str, object] = dict(self.model.env)
-            env.update(full)
-            env.update({s: sizes.get(s, 0) for s in self.shape.scalars})
+            env = dict(base)
+            env.update(zip(names, sizes))
+            found = None
+            if walker is None:
+                left = budget[0]
+                try:
+                    found = self._walk(chain, 0, env, [], live, budget)
+                except _Interrupted:  # long enough to be worth compiling: this assignment again, compiled
+                    budget[0] = left
+                    walker = self._walker(chain, obligations)
+                    if walker is None:  # Python cannot compile it: the recursive walk, without limit
+                        budget[1] = math.inf
+                        found = self._walk(chain, 0, env, [], live, budget)
             if walker is not None:
                 flags = tuple(any(ob is x for x in live) for ob in obligations)
                 hit = walker(env, budget, flags, parts, checks, self._pick)
                 found = None if hit is None else (obligations[hit[0]], hit[1], hit[2])
-            else:
-                found = self._walk(chain, 0, env, [], live, budget)
             if found is not None:
                 ob, what, vars_ = found
                 keep = _depends(chain, ob.exprs)
                 return Verdict(
                     Status.VIOLATED,
                     Witness(
-                        tuple((s, sizes[s]) for s in names if s in keep),
+                        tuple((s, v) for s, v in zip(names, sizes) if s in keep),
                         tuple((v, x) for v, x in vars_.items() if v in keep),
                         what,
                     ),
@@ -573,17 +584,21 @@ class KernelDomain:
         env: dict[str, object],
         vars_: list[tuple[str, int]],
         live: Sequence[Obligation],
-        budget: list[int],
+        budget: list[float],
     ) -> tuple[Obligation, str, dict[str, int]] | None:
         """Run the binders ``chain[i:]`` concretely, depth first, checking ``live`` at every leaf.
 
         ``env`` is updated in place and restored on the way out; ``vars_`` is the stack of named
         variable values (a witness's ``vars``). An :class:`EvalError`, :class:`TypeError` or
         :class:`ValueError` under a ``let`` or a guard abandons that subtree; one while computing a
-        range abandons the range.
+        range abandons the range. ``budget`` is ``[evaluations left, steps left]``: every call is a
+        step, and one past the last raises :class:`_Interrupted`.
         """
         if budget[0] <= 0:
             return None
+        budget[1] -= 1
+        if budget[1] < 0:
+            raise _Interrupted
         if i == len(chain):
             budget[0] -= 1
             for ob in live:
@@ -599,7 +614,7 @@ class KernelDomain:
         if kind is BinderKind.GUARD:
             assert b.value is not None
             try:
-                if bool(self._fn(b.value)(env)) == b.negate:
+                if bool(evaluate(b.value, env)) == b.negate:
                     return None
                 return self._walk(chain, i + 1, env, vars_, live, budget)
             except (EvalError, TypeError, ValueError):
@@ -608,7 +623,7 @@ class KernelDomain:
         if kind is BinderKind.LET:
             assert b.value is not None
             try:
-                value = self._fn(b.value)(env)
+                value = evaluate(b.value, env)
             except (EvalError, TypeError, ValueError):
                 return None
             old = env.get(b.name, missing)
@@ -627,11 +642,11 @@ class KernelDomain:
                 values: Sequence[int] = range(b.count)
             elif kind is BinderKind.GRID:
                 assert b.stop is not None
-                values = range(0, int(self._fn(b.stop)(env)))  # type: ignore[call-overload]
+                values = range(0, int(evaluate(b.stop, env)))  # type: ignore[call-overload]
             else:
-                start = int(self._fn(b.start)(env)) if b.start is not None else 0  # type: ignore[call-overload]
-                stop = int(self._fn(b.stop)(env)) if b.stop is not None else 0  # type: ignore[call-overload]
-                step = int(self._fn(b.step)(env)) if b.step is not None else 1  # type: ignore[call-overload]
+                start = int(evaluate(b.start, env)) if b.start is not None else 0  # type: ignore[call-overload]
+                stop = int(evaluate(b.stop, env)) if b.stop is not None else 0  # type: ignore[call-overload]
+                step = int(evaluate(b.step, env)) if b.step is not None else 1  # type: ignore[call-overload]
                 if step == 0:
                     return None
                 values = range(start, stop, step)
@@ -673,28 +688,22 @@ class KernelDomain:
             out = self._picked[values] = [values[i] for i in idx]
         return out
 
-    def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
-        """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations``; None where it
-        cannot be compiled (the recursive :meth:`_walk` is used instead)."""
+    @staticmethod
+    def _compilable(chain: Sequence[Binder], obligations: Sequence[Obligation]) -> bool:
+        """Whether the walk of ``chain`` checking ``obligations`` can be generated (:class:`_WalkerSource`)."""
         if not all(_compilable(e) for b in chain for e in (b.start, b.stop, b.step, b.value) if e is not None):
-            return None
-        if not all(_compilable(e) for ob in obligations if ob.parts is not None for e in ob.parts[0]):
-            return None
+            return False
+        return all(_compilable(e) for ob in obligations if ob.parts is not None for e in ob.parts[0])
+
+    def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
+        """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations`` (which
+        :meth:`_compilable` accepts); None where Python cannot compile it."""
         gen = _WalkerSource(chain, obligations, self._base_names)
         source = gen.source()
         key = (source, tuple(map(repr, gen.src.consts)))
         if key not in self._walkers:
             self._walkers[key] = _compile_walker(source, tuple(gen.src.consts))
         return self._walkers[key]
-
-    def _fn(self, e: n.Expr) -> Callable[[Mapping[str, object]], object]:
-        """``e`` compiled (:func:`compile_expr`), once per expression for this object's life."""
-        hit = self._compiled.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        f = compile_expr(e)
-        self._compiled[id(e)] = (e, f)  # the entry keeps ``e`` alive, so its id is not reused
-        return f
 
     # -- obligations of accesses ---------------------------------------------------------------------
 
@@ -768,7 +777,7 @@ class KernelDomain:
         ``fails`` is ``of``'s first test, over ``a0, a1, ...`` (see :class:`Obligation`)."""
 
         def check(env: Mapping[str, object]) -> str | None:
-            return of(*[self._fn(x)(env) for x in evaluated])
+            return of(*[evaluate(x, env) for x in evaluated])
 
         return Obligation(m, exprs, check, (evaluated, of), fails)
 
@@ -867,8 +876,12 @@ class KernelDomain:
 # ---------------------------------------------------------------------------------------------------
 
 
+class _Interrupted(Exception):
+    """The recursive walk has taken the steps it was given (see :meth:`KernelDomain._search`)."""
+
+
 class _Failed(EvalError):
-    """What compiled evaluation raises where :func:`evaluate` raises :class:`EvalError`: the same type
+    """What the compiled walk raises where :func:`evaluate` raises :class:`EvalError`: the same type
     for every handler, made without building a message or a node (the search raises it often)."""
 
     expr: n.Expr = n.Num(0)
@@ -1030,23 +1043,6 @@ class _Source:
             args = ", ".join(self.expr(a, resolve) for a in x.args)
             return {"min": f"_min({args})", "max": f"_max({args})"}[x.fn]
         return "_free()"  # a reference, or an expression evaluate does not know
-
-
-def compile_expr(e: n.Expr) -> Callable[[Mapping[str, object]], object]:
-    """A function computing :func:`cake_core.ir.exprs.evaluate` of ``e`` for an environment.
-
-    Same values, same exceptions (:class:`EvalError` for a free name, a division by zero, a reference
-    or an unknown function; Python's own for mistyped operands), evaluated in the same order; only the
-    messages of :class:`EvalError` are generic. Used where one expression is evaluated very often.
-    """
-    if not _compilable(e):
-        return lambda env: evaluate(e, env)  # an operator evaluate does not know: keep its own failure
-    gen = _Source()
-    body = gen.expr(e, lambda name: f"(env[{name!r}] if {name!r} in env else _word({name!r}))")
-    code = f"def _f(env):\n    return {body}\n"
-    namespace: dict[str, object] = {**_RUNTIME, "_c": tuple(gen.consts)}
-    exec(code, namespace)  # noqa: S102 - source built from IR nodes, names quoted with repr
-    return namespace["_f"]  # type: ignore[return-value]
 
 
 class _WalkerSource:
@@ -1225,35 +1221,41 @@ def _depends(chain: Sequence[Binder], exprs: Sequence[n.Expr]) -> set[str]:
     return out
 
 
-def _covers(f: Form, sizes: Mapping[str, int]) -> bool:
-    return all(s in sizes for s, _ in f.terms)
+IntegralForm = tuple[int, tuple[tuple[int, int], ...], int]  # (D·const, ((position, D·coef), ...), D)
 
 
-IntegralForm = tuple[int, tuple[tuple[str, int], ...], int]  # (D·const, ((size, D·coef), ...), D)
-
-
-def _integral_forms(forms: Sequence[Form], sizes: frozenset[str]) -> list[IntegralForm]:
-    """The distinct forms over ``sizes`` only (the others never cover an assignment), each scaled by
-    the common denominator ``D`` of its numbers: ``f.at(x) > -1`` iff ``D·f.at(x) > -D``."""
+def _integral_forms(forms: Sequence[Form], lows: Mapping[str, int], names: Sequence[str]) -> list[IntegralForm]:
+    """The distinct forms over the sampled ``names`` and the other sizes (at their least value:
+    ``lows``), scaled by the common denominator ``D`` of their numbers, with those other sizes folded
+    into the constant and each sampled size named by its position in ``names``: ``f.at(x) > -1`` iff
+    ``D·f.at(x) > -D``. Forms over anything else never cover an assignment and are dropped."""
     out: list[IntegralForm] = []
     seen: set[tuple] = set()
+    where = {s: i for i, s in enumerate(names)}
     for f in forms:
-        if not all(s in sizes for s, _ in f.terms):
+        if not all(s in lows for s, _ in f.terms):
             continue
         key = (f.const, f.terms)
         if key in seen:
             continue
         seen.add(key)
         d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
-        out.append((int(f.const * d), tuple((s, int(a * d)) for s, a in f.terms), d))
+        const = int(f.const * d)
+        terms = []
+        for s, a in f.terms:
+            if s in where:
+                terms.append((where[s], int(a * d)))
+            else:
+                const += int(a * d) * lows[s]
+        out.append((const, tuple(terms), d))
     return out
 
 
-def _above(f: IntegralForm, sizes: Mapping[str, int]) -> bool:
-    """Whether the form (see :data:`IntegralForm`) is above -1 at ``sizes``."""
+def _above(f: IntegralForm, sizes: Sequence[int]) -> bool:
+    """Whether the form (see :data:`IntegralForm`) is above -1 at the sampled ``sizes``."""
     total, terms, d = f
-    for s, a in terms:
-        total += a * sizes[s]
+    for i, a in terms:
+        total += a * sizes[i]
     return total > -d
 
 
