@@ -89,6 +89,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -929,7 +930,9 @@ def _cdiv(a: object, b: object) -> object:
     return -(-a // b)  # type: ignore[operator]
 
 
-_RUNTIME = {"_free": _free, "_word": _word, "_floordiv": _floordiv, "_mod": _mod, "_cdiv": _cdiv, "_min": min,
+_NOVALUE = object()  # a sub-expression computed ahead raised (see _Source)
+_TEMP = re.compile(r"\b_t[0-9]+\b")  # the temporaries of generated source
+_RUNTIME = {"_NOVALUE": _NOVALUE, "_free": _free, "_word": _word, "_floordiv": _floordiv, "_mod": _mod, "_cdiv": _cdiv, "_min": min,
             "_max": max, "_bool": bool, "_EvalError": EvalError, "_E": (EvalError, TypeError, ValueError)}  # fmt: skip
 _BIN_OPS = frozenset({"<", "<=", ">", ">=", "==", "!=", "+", "-", "*", "/", "%", "and", "or"})
 
@@ -945,11 +948,20 @@ class _Source:
     ``resolve`` maps an IR name to the Python expression that holds its value where the expression is
     evaluated, or None for a name without one (evaluating it raises :class:`EvalError`, as
     :func:`evaluate` does, at the same point of the evaluation). Literals go to :attr:`consts`.
+
+    ``fixed``, when given, tells which of those Python expressions hold one value for the whole
+    generated function. A composite sub-expression over such names only is then computed once, in
+    :attr:`prologue` (the lines to run first), and read where it is used; where computing it raised,
+    it is computed again where it is used, which raises there as it would have. Expressions have no
+    side effects, so computing one early, or in vain, changes nothing but the time spent.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: Callable[[str], bool] | None = None) -> None:
         self.consts: list[object] = []
         self.temps = 0
+        self.fixed = fixed
+        self.prologue: list[str] = []
+        self.hoisted: dict[str, str] = {}  # source of a sub-expression computed in the prologue -> its local
 
     def temp(self) -> str:
         self.temps += 1
@@ -961,6 +973,28 @@ class _Source:
         self.consts.append(value)
         return f"_c[{len(self.consts) - 1}]"
 
+    def _hoist(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
+        """Where ``x`` is composite and its names are :attr:`fixed`, an expression reading its value
+        from the prologue (see the class documentation); else None."""
+        if self.fixed is None or isinstance(x, (n.Num, n.Name)):
+            return None
+        for y in n.walk_expr(x):
+            if isinstance(y, n.Name):
+                held = resolve(y.id)
+                if held is not None and not self.fixed(held):
+                    return None
+        fixed, self.fixed = self.fixed, None
+        src = self.expr(x, resolve)
+        self.fixed = fixed
+        # one computation for every occurrence: the same source up to the numbering of its temporaries
+        numbers: dict[str, str] = {}
+        key = _TEMP.sub(lambda m: numbers.setdefault(m.group(), f"_t{len(numbers)}"), src)
+        local = self.hoisted.get(key)
+        if local is None:
+            local = self.hoisted[key] = f"_h{len(self.hoisted)}"
+            self.prologue += ["try:", f"    {local} = {src}", "except Exception:", f"    {local} = _NOVALUE"]
+        return f"({local} if {local} is not _NOVALUE else {src})"
+
     def flat(self, x: n.Expr, resolve: Callable[[str], str | None], lines: list[str], fail: str) -> str:
         """``x`` as statements appended to ``lines`` and a final expression, for a context where any
         :class:`EvalError`, :class:`TypeError` or :class:`ValueError` means the same thing: ``fail``
@@ -970,6 +1004,9 @@ class _Source:
         the order of two failures can differ, which the context cannot tell apart. Right operands of
         ``and``/``or`` are left inline (they may not be evaluated at all).
         """
+        hoisted = self._hoist(x, resolve)
+        if hoisted is not None:
+            return hoisted
         if isinstance(x, n.Bin) and x.op in ("/", "%"):
             left = self.flat(x.left, resolve, lines, fail)
             right = self.flat(x.right, resolve, lines, fail)
@@ -1006,6 +1043,9 @@ class _Source:
         return out
 
     def expr(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str:
+        hoisted = self._hoist(x, resolve)
+        if hoisted is not None:
+            return hoisted
         if isinstance(x, n.Num):
             return self.const(x.value)
         if isinstance(x, n.Name):
@@ -1067,9 +1107,9 @@ class _WalkerSource:
 
     def __init__(self, chain: Sequence[Binder], obligations: Sequence[Obligation], base: frozenset[str]) -> None:
         self.chain, self.obligations, self.base = chain, obligations, base
-        self.src = _Source()
         self.lines: list[str] = []
-        self.loaded: dict[str, str] = {}
+        self.loaded: dict[str, str] = {}  # base name -> the local it is loaded into
+        self.src = _Source(fixed=lambda held: held in self.loaded.values())
         self.count = 0
 
     def local(self) -> str:
@@ -1095,6 +1135,7 @@ class _WalkerSource:
         self.level(0, 1, {}, [], False)
         head = ["def _walk(E, B, L, F, C, _pick):"]
         head += [f"    {local} = E[{name!r}]" for name, local in self.loaded.items()]
+        head += [f"    {line}" for line in self.src.prologue]
         return "\n".join(head + self.lines) + "\n"
 
     def level(self, i: int, depth: int, scope: dict[str, str], named: list[tuple[str, str]], in_loop: bool) -> None:
@@ -1133,7 +1174,8 @@ class _WalkerSource:
             return
         values = self.local()
         if b.kind is BinderKind.SELF:
-            self.emit(depth, f"{values} = range({b.count})")
+            # _pick of a short range is the range
+            self.emit(depth, f"{values} = {'' if b.count <= RANGE_EXACT else '_pick'}(range({b.count}))")
         else:
             res = self.resolver(scope)
             self.emit(depth, "try:")
@@ -1157,7 +1199,7 @@ class _WalkerSource:
             if b.kind is BinderKind.LOOP:
                 self.emit(depth, f"if {values}[2] == 0: {back}")
                 self.emit(depth, f"{values} = range(*{values})")
-        self.emit(depth, f"for {var} in _pick({values}):")
+        self.emit(depth, f"for {var} in {values if b.kind is BinderKind.SELF else f'_pick({values})'}:")
         self.emit(depth + 1, "if B[0] <= 0: return None")
         inner[b.name] = var
         more = named + [(b.name, var)] if b.kind is not BinderKind.SELF or b.count > 1 else named
