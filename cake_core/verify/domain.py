@@ -99,6 +99,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
 from cake_core.ir.primitive import Effect, Kind, Operand
+from cake_core.verify.facts import facts
 from cake_core.verify.symbolic import (
     Bound, Bounder, Form, Lin, Linearizer, ShapeDomain, SizeRange, Var, eliminations, lin_multiple, relaxations,
 )  # fmt: skip
@@ -300,6 +301,8 @@ class KernelDomain:
         self._walkers: dict[tuple[str, tuple[str, ...]], Callable[..., object] | None]
         self._walkers = self._shared.setdefault("walkers", {})  # type: ignore[assignment]
         self._fingerprint: tuple | None = None
+        self._fingerprint_id: int | None = None
+        self._nums: dict[int, n.Num] = {}
 
     @property
     def constants(self) -> list[int]:
@@ -317,7 +320,12 @@ class KernelDomain:
         only this one (nothing to share, so nothing is fingerprinted)."""
         if self._shared.get(SPECIALIZATIONS, 2) == 1:
             return None
-        return (*parts, self.fingerprint())
+        if self._fingerprint_id is None:
+            # the fingerprint, a large tuple, stands for itself by a small number in the keys (a tuple
+            # hashes all its items every time)
+            ids = self._shared.setdefault("fingerprints", {})
+            self._fingerprint_id = ids.setdefault(self.fingerprint(), len(ids))  # type: ignore[attr-defined]
+        return (*parts, self._fingerprint_id)
 
     def fingerprint(self) -> tuple:
         """Everything of this specialization the analysis depends on: two models of one kernel with
@@ -720,16 +728,16 @@ class KernelDomain:
             extents = list(o.decl.shape)
         elif o.kind is Kind.SHARED and o.name in self.model.smem:
             info = self.model.smem[o.name]
-            extents = [n.Num(v) for v in info.shape]
+            extents = [self._num(v) for v in info.shape]
             stages = info.stages
         elif o.kind is Kind.REGISTERS and o.name in self.model.regs:
-            extents = [n.Num(v) for v in self.model.regs[o.name].shape]
+            extents = [self._num(v) for v in self.model.regs[o.name].shape]
         elif o.kind is Kind.BARRIER and o.name in self.model.barriers:
             extents, stages = [], self.model.barriers[o.name].stages
         else:
             return out
         if o.stage is not None and stages is not None:
-            out += self._index(o.stage, n.Num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
+            out += self._index(o.stage, self._num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
         for d, item in enumerate(o.index):
             if d >= len(extents):
                 break
@@ -739,6 +747,14 @@ class KernelDomain:
             elif isinstance(item, n.Span):
                 out += self._span(item.start, item.size, extents[d], lets, where, state=state)
         return out
+
+    def _num(self, v: int) -> n.Num:
+        """A literal for an extent the model knows, one node per value (so that the linear forms
+        memoized by node, and the compiled walks, are shared by every access to it)."""
+        node = self._nums.get(v)
+        if node is None:
+            node = self._nums[v] = n.Num(v)
+        return node
 
     def _index(
         self, e: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str, stage: bool = False,
@@ -826,11 +842,11 @@ class KernelDomain:
     def accesses(self) -> list[AccessVerdict]:
         """Every tile and barrier access of every operation, with its verdict."""
         out = []
-        for typed in self.model.ops:
-            for eff in typed.prim.effects(typed):
+        for of in facts(self.model).ops:  # the effects every rule reads, computed once per model
+            for eff in of.effects:
                 if eff.operand.kind is Kind.VALUE or eff.operand.name is None:
                     continue
-                out.append(AccessVerdict(typed, eff, self.access(typed, eff)))
+                out.append(AccessVerdict(of.typed, eff, self.access(of.typed, eff)))
         return out
 
     # -- divisibility --------------------------------------------------------------------------------
