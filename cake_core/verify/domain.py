@@ -1190,8 +1190,7 @@ class _WalkerSource:
             return
         values = self.local()
         if b.kind is BinderKind.SELF:
-            # _pick of a short range is the range
-            self.emit(depth, f"{values} = {'' if b.count <= RANGE_EXACT else '_pick'}(range({b.count}))")
+            self.emit(depth, f"{values} = range({b.count})")
         else:
             res = self.resolver(scope)
             self.emit(depth, "try:")
@@ -1215,7 +1214,12 @@ class _WalkerSource:
             if b.kind is BinderKind.LOOP:
                 self.emit(depth, f"if {values}[2] == 0: {back}")
                 self.emit(depth, f"{values} = range(*{values})")
-        self.emit(depth, f"for {var} in {values if b.kind is BinderKind.SELF else f'_pick({values})'}:")
+        # _pick of a short range is the range: known here for the instances, else tested inline
+        if b.kind is BinderKind.SELF and b.count <= RANGE_EXACT:
+            picked = values
+        else:
+            picked = f"({values} if len({values}) <= {RANGE_EXACT} else _pick({values}))"
+        self.emit(depth, f"for {var} in {picked}:")
         self.emit(depth + 1, "if B[0] <= 0: return None")
         inner[b.name] = var
         more = named + [(b.name, var)] if b.kind is not BinderKind.SELF or b.count > 1 else named
