@@ -966,13 +966,16 @@ class _Source:
     :func:`evaluate` does, at the same point of the evaluation). Literals go to :attr:`consts`.
 
     ``fixed``, when given, tells which of those Python expressions hold one value for the whole
-    generated function. A composite sub-expression over such names only is then computed once, in
-    :attr:`prologue` (the lines to run first), and read where it is used; where computing it raised,
-    it is computed again where it is used, which raises there as it would have. Expressions have no
-    side effects, so computing one early, or in vain, changes nothing but the time spent.
+    generated function: it gives the name that value has in :attr:`prologue` (the lines run first),
+    else None. A composite sub-expression over such names only is then computed once, in the
+    prologue, and read where it is used; where computing it raised, it is computed again where it is
+    used, which raises there as it would have. Expressions have no side effects, so computing one
+    early, or in vain, changes nothing but the time spent. (A ``let`` of such a value may stand for
+    it in the prologue: wherever the ``let`` is read, it was computed without raising, so the
+    prologue's value was too, and equals it.)
     """
 
-    def __init__(self, fixed: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, fixed: Callable[[str], str | None] | None = None) -> None:
         self.consts: list[object] = []
         self.temps = 0
         self.fixed = fixed
@@ -989,18 +992,19 @@ class _Source:
         self.consts.append(value)
         return f"_c[{len(self.consts) - 1}]"
 
-    def _hoist(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
-        """Where ``x`` is composite and its names are :attr:`fixed`, an expression reading its value
-        from the prologue (see the class documentation); else None."""
-        if self.fixed is None or isinstance(x, (n.Num, n.Name)):
+    def ahead(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
+        """Where ``x`` is composite and its names are :attr:`fixed`, the local the prologue computes it
+        into (:data:`_NOVALUE` where that raised); else None."""
+        fixed = self.fixed
+        if fixed is None or isinstance(x, (n.Num, n.Name)):
             return None
         for y in n.walk_expr(x):
             if isinstance(y, n.Name):
                 held = resolve(y.id)
-                if held is not None and not self.fixed(held):
+                if held is not None and fixed(held) is None:
                     return None
-        fixed, self.fixed = self.fixed, None
-        src = self.expr(x, resolve)
+        self.fixed = None
+        src = self.expr(x, lambda name: None if (held := resolve(name)) is None else fixed(held))
         self.fixed = fixed
         # one computation for every occurrence: the same source up to the numbering of its temporaries
         numbers: dict[str, str] = {}
@@ -1009,6 +1013,17 @@ class _Source:
         if local is None:
             local = self.hoisted[key] = f"_h{len(self.hoisted)}"
             self.prologue += ["try:", f"    {local} = {src}", "except Exception:", f"    {local} = _NOVALUE"]
+        return local
+
+    def _hoist(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
+        """Where :meth:`ahead` computes ``x``, an expression reading it there, or computing it again
+        where that raised; else None."""
+        local = self.ahead(x, resolve)
+        if local is None:
+            return None
+        fixed, self.fixed = self.fixed, None
+        src = self.expr(x, resolve)
+        self.fixed = fixed
         return f"({local} if {local} is not _NOVALUE else {src})"
 
     def flat(self, x: n.Expr, resolve: Callable[[str], str | None], lines: list[str], fail: str) -> str:
@@ -1125,7 +1140,8 @@ class _WalkerSource:
         self.chain, self.obligations, self.base = chain, obligations, base
         self.lines: list[str] = []
         self.loaded: dict[str, str] = {}  # base name -> the local it is loaded into
-        self.src = _Source(fixed=lambda held: held in self.loaded.values())
+        self.fixed: dict[str, str] = {}  # a local with one value for the whole walk -> its name in the prologue
+        self.src = _Source(fixed=self.fixed.get)
         self.count = 0
 
     def local(self) -> str:
@@ -1140,12 +1156,23 @@ class _WalkerSource:
             if name in scope:
                 return scope[name]
             if name in self.base:
-                if name not in self.loaded:
-                    self.loaded[name] = f"b{len(self.loaded)}"
-                return self.loaded[name]
+                local = self.loaded.get(name)
+                if local is None:
+                    local = self.loaded[name] = self.fixed[local] = f"b{len(self.loaded)}"
+                return local
             return None
 
         return resolve
+
+    def ahead(self, e: n.Expr, resolve: Callable[[str], str | None], value: str) -> str | None:
+        """The prologue's name for the value of a ``let`` of ``e`` (rendered ``value``) where it is
+        the same for the whole walk; else None."""
+        if isinstance(e, n.Num):
+            return value
+        if isinstance(e, n.Name):
+            held = resolve(e.id)
+            return None if held is None else self.fixed.get(held)
+        return self.src.ahead(e, resolve)
 
     def source(self) -> str:
         self.level(0, 1, {}, [], False)
@@ -1168,12 +1195,16 @@ class _WalkerSource:
                 bj = self.chain[j]
                 assert bj.value is not None
                 lines: list[str] = []
-                value = self.src.flat(bj.value, self.resolver(inner), lines, back)
+                res = self.resolver(dict(inner))
+                value = self.src.flat(bj.value, res, lines, back)
                 for line in lines:
                     self.emit(depth + 1, line)
                 if bj.kind is BinderKind.LET:
                     local = self.local()
                     self.emit(depth + 1, f"{local} = {value}")
+                    ahead = self.ahead(bj.value, res, value)
+                    if ahead is not None:
+                        self.fixed[local] = ahead
                     inner[bj.name] = local
                 else:
                     self.emit(depth + 1, f"if _bool({value}) == {bj.negate!r}: {back}")
