@@ -536,10 +536,9 @@ class KernelDomain:
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
         obligations = [ob for ob, _ in open_]
-        lows = {s: r.lo for s, r in self.shape.sizes.items()}
-        filters = [_integral_forms(forms, lows, names) for _, forms in open_]
+        filters = [_integral_forms(forms, names) for _, forms in open_]
         base: dict[str, object] = dict(self.model.env)  # sizes not sampled at their least, scalars at 0
-        base.update(lows)
+        base.update({s: r.lo for s, r in self.shape.sizes.items()})
         base.update(dict.fromkeys(self.shape.scalars, 0))
         compilable = self._compilable(chain, obligations)
         # [evaluations left, steps of the recursive walk left before it is compiled]
@@ -1317,30 +1316,20 @@ def _depends(chain: Sequence[Binder], exprs: Sequence[n.Expr]) -> set[str]:
 IntegralForm = tuple[int, tuple[tuple[int, int], ...], int]  # (D·const, ((position, D·coef), ...), D)
 
 
-def _integral_forms(forms: Sequence[Form], lows: Mapping[str, int], names: Sequence[str]) -> list[IntegralForm]:
-    """The distinct forms over the sampled ``names`` and the other sizes (at their least value:
-    ``lows``), scaled by the common denominator ``D`` of their numbers, with those other sizes folded
-    into the constant and each sampled size named by its position in ``names``: ``f.at(x) > -1`` iff
-    ``D·f.at(x) > -D``. Forms over anything else never cover an assignment and are dropped."""
+def _integral_forms(forms: Sequence[Form], names: Sequence[str]) -> list[IntegralForm]:
+    """The distinct forms, scaled by the common denominator ``D`` of their numbers (``f.at(x) > -1``
+    iff ``D·f.at(x) > -D``), each size named by its position in the sampled ``names`` (which hold
+    every size of the forms, see :meth:`KernelDomain._relevant_sizes`)."""
     out: list[IntegralForm] = []
     seen: set[tuple] = set()
     where = {s: i for i, s in enumerate(names)}
     for f in forms:
-        if not all(s in lows for s, _ in f.terms):
-            continue
         key = (f.const, f.terms)
         if key in seen:
             continue
         seen.add(key)
         d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
-        const = int(f.const * d)
-        terms = []
-        for s, a in f.terms:
-            if s in where:
-                terms.append((where[s], int(a * d)))
-            else:
-                const += int(a * d) * lows[s]
-        out.append((const, tuple(terms), d))
+        out.append((int(f.const * d), tuple((where[s], int(a * d)) for s, a in f.terms), d))
     return out
 
 
