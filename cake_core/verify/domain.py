@@ -73,10 +73,15 @@ How it is computed (none of this changes a verdict)
   same integer constants, run-time sizes, role instances and buffer, barrier and tile shapes:
   :meth:`KernelDomain.fingerprint`) in the dict :func:`~cake_core.ir.sema.check_module` gives every
   model of a kernel. Nothing is kept across type checks.
-* The witness search runs compiled code: each expression becomes a Python function
-  (:func:`compile_expr`), and each walk — binders and obligations — one generated function
+* The witness search walks the binders concretely in two tiers: the recursive
+  :meth:`KernelDomain._walk` evaluates the expressions as they are, which is cheapest for the many
+  searches that end after a few evaluations; a search that goes on past :data:`INTERPRETED_WORK`
+  steps of that walk compiles it — binders and obligations — into one generated function
   (:class:`_WalkerSource`) with the recursive walk's exact evaluation order, budget and exception
-  handling; :meth:`KernelDomain._walk` remains for what cannot be compiled.
+  handling, and redoes the size assignment it was walking with it (a walk only reads: redoing it
+  spends the same budget and finds the same witness). What cannot be compiled stays recursive.
+* Size assignments are filtered with the proof attempts' lower bounds as integers, over tuples of
+  sample values: most of the assignments a search enumerates are covered by a bound and skipped.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -93,6 +99,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
 from cake_core.ir.primitive import Effect, Kind, Operand
+from cake_core.verify.facts import facts
 from cake_core.verify.symbolic import (
     Bound, Bounder, Form, Lin, Linearizer, ShapeDomain, SizeRange, Var, eliminations, lin_multiple, relaxations,
 )  # fmt: skip
@@ -112,6 +119,9 @@ RANGE_EXACT = 64  # loop and grid ranges up to this long are enumerated in full
 SIZE_COMBOS = 4096  # full product of size samples up to this many combinations
 EVAL_BUDGET = 60_000  # concrete evaluations of one witness search
 SCALAR_SAMPLES = (-1, 0, 1, 2, 65536)  # scalar parameters are unconstrained
+#: steps of the recursive walk a witness search takes before it compiles its walk (the compiled walk
+#: is about ten times faster, and compiling it costs about as much as this many steps)
+INTERPRETED_WORK = 300
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -288,11 +298,11 @@ class KernelDomain:
         self._picked: dict[range, list[int]] = {}
         self._size_samples: dict[str, list[int]] = {}
         self._base_names = frozenset(model.env) | frozenset(self.shape.sizes) | self.shape.scalars
-        self._compiled: dict[int, tuple[n.Expr, Callable[[Mapping[str, object]], object]]]
-        self._compiled = self._shared.setdefault("compiled", {})  # type: ignore[assignment]
         self._walkers: dict[tuple[str, tuple[str, ...]], Callable[..., object] | None]
         self._walkers = self._shared.setdefault("walkers", {})  # type: ignore[assignment]
         self._fingerprint: tuple | None = None
+        self._fingerprint_id: int | None = None
+        self._nums: dict[int, n.Num] = {}
 
     @property
     def constants(self) -> list[int]:
@@ -310,7 +320,12 @@ class KernelDomain:
         only this one (nothing to share, so nothing is fingerprinted)."""
         if self._shared.get(SPECIALIZATIONS, 2) == 1:
             return None
-        return (*parts, self.fingerprint())
+        if self._fingerprint_id is None:
+            # the fingerprint, a large tuple, stands for itself by a small number in the keys (a tuple
+            # hashes all its items every time)
+            ids = self._shared.setdefault("fingerprints", {})
+            self._fingerprint_id = ids.setdefault(self.fingerprint(), len(ids))  # type: ignore[attr-defined]
+        return (*parts, self._fingerprint_id)
 
     def fingerprint(self) -> tuple:
         """Everything of this specialization the analysis depends on: two models of one kernel with
@@ -489,30 +504,23 @@ class KernelDomain:
                 names |= {s for s, _ in f.terms}
         return sorted(names & (set(self.shape.sizes) | self.shape.scalars))
 
-    def size_assignments(self, names: Sequence[str]) -> Iterator[dict[str, int]]:
-        """The witness set over ``names`` (run-time sizes and scalars; see the module documentation)."""
-        per = {s: self._samples(s) for s in names}
-        if not names:
-            yield {}
-            return
-        if math.prod(len(v) for v in per.values()) <= SIZE_COMBOS:
-            for combo in itertools.product(*(per[s] for s in names)):
-                yield dict(zip(names, combo, strict=True))
+    def size_assignments(self, names: Sequence[str]) -> Iterator[tuple[int, ...]]:
+        """The witness set over ``names`` (run-time sizes and scalars; see the module documentation),
+        each assignment a tuple of values in the order of ``names``."""
+        per = [self._samples(s) for s in names]
+        if math.prod(len(v) for v in per) <= SIZE_COMBOS:
+            yield from itertools.product(*per)
             return
         seen: set[tuple[int, ...]] = set()
-        for s in names:
-            for pick in ("low", "middle", "high"):
-                base = {}
-                for o in names:
-                    vals = per[o]
-                    base[o] = {"low": vals[0], "middle": vals[len(vals) // 2], "high": vals[-1]}[pick]
-                for v in per[s]:
-                    a = dict(base)
-                    a[s] = v
-                    key = tuple(a[x] for x in names)
+        for i, values in enumerate(per):
+            for pick in (lambda vals: vals[0], lambda vals: vals[len(vals) // 2], lambda vals: vals[-1]):
+                base = [pick(vals) for vals in per]
+                for v in values:
+                    base[i] = v
+                    key = tuple(base)
                     if key not in seen:
                         seen.add(key)
-                        yield a
+                        yield key
 
     def _samples(self, name: str) -> list[int]:
         """The values one size (or scalar) takes in witness searches; computed once per name."""
@@ -527,36 +535,47 @@ class KernelDomain:
 
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
-        budget = [EVAL_BUDGET]
-        tried = 0
         obligations = [ob for ob, _ in open_]
-        walker = self._walker(chain, obligations)
+        filters = [_integral_forms(forms, names) for _, forms in open_]
+        base: dict[str, object] = dict(self.model.env)  # sizes not sampled at their least, scalars at 0
+        base.update({s: r.lo for s, r in self.shape.sizes.items()})
+        base.update(dict.fromkeys(self.shape.scalars, 0))
+        compilable = self._compilable(chain, obligations)
+        # [evaluations left, steps of the recursive walk left before it is compiled]
+        budget: list[float] = [EVAL_BUDGET, INTERPRETED_WORK if compilable else math.inf]
+        walker: Callable[..., object] | None = None
         parts = tuple(ob.parts[1] if ob.parts is not None else None for ob in obligations)
         checks = tuple(ob.check for ob in obligations)
-        sized = frozenset(self.shape.sizes)
-        bounds = [(ob, _integral_forms(forms, sized)) for ob, forms in open_]
+        tried = 0
         for sizes in self.size_assignments(names):
-            full = {s: sizes.get(s, r.lo) for s, r in self.shape.sizes.items()}
-            live = [ob for ob, forms in bounds if not any(_above(f, full) for f in forms)]
+            live = [ob for ob, fs in zip(obligations, filters) if not any(_above(f, sizes) for f in fs)]
             if not live:
                 continue
             tried += 1
-            env: dict[str, object] = dict(self.model.env)
-            env.update(full)
-            env.update({s: sizes.get(s, 0) for s in self.shape.scalars})
+            env = dict(base)
+            env.update(zip(names, sizes))
+            found = None
+            if walker is None:
+                left = budget[0]
+                try:
+                    found = self._walk(chain, 0, env, [], live, budget)
+                except _Interrupted:  # long enough to be worth compiling: this assignment again, compiled
+                    budget[0] = left
+                    walker = self._walker(chain, obligations)
+                    if walker is None:  # Python cannot compile it: the recursive walk, without limit
+                        budget[1] = math.inf
+                        found = self._walk(chain, 0, env, [], live, budget)
             if walker is not None:
                 flags = tuple(any(ob is x for x in live) for ob in obligations)
                 hit = walker(env, budget, flags, parts, checks, self._pick)
                 found = None if hit is None else (obligations[hit[0]], hit[1], hit[2])
-            else:
-                found = self._walk(chain, 0, env, [], live, budget)
             if found is not None:
                 ob, what, vars_ = found
                 keep = _depends(chain, ob.exprs)
                 return Verdict(
                     Status.VIOLATED,
                     Witness(
-                        tuple((s, sizes[s]) for s in names if s in keep),
+                        tuple((s, v) for s, v in zip(names, sizes) if s in keep),
                         tuple((v, x) for v, x in vars_.items() if v in keep),
                         what,
                     ),
@@ -573,17 +592,21 @@ class KernelDomain:
         env: dict[str, object],
         vars_: list[tuple[str, int]],
         live: Sequence[Obligation],
-        budget: list[int],
+        budget: list[float],
     ) -> tuple[Obligation, str, dict[str, int]] | None:
         """Run the binders ``chain[i:]`` concretely, depth first, checking ``live`` at every leaf.
 
         ``env`` is updated in place and restored on the way out; ``vars_`` is the stack of named
         variable values (a witness's ``vars``). An :class:`EvalError`, :class:`TypeError` or
         :class:`ValueError` under a ``let`` or a guard abandons that subtree; one while computing a
-        range abandons the range.
+        range abandons the range. ``budget`` is ``[evaluations left, steps left]``: every call is a
+        step, and one past the last raises :class:`_Interrupted`.
         """
         if budget[0] <= 0:
             return None
+        budget[1] -= 1
+        if budget[1] < 0:
+            raise _Interrupted
         if i == len(chain):
             budget[0] -= 1
             for ob in live:
@@ -599,7 +622,7 @@ class KernelDomain:
         if kind is BinderKind.GUARD:
             assert b.value is not None
             try:
-                if bool(self._fn(b.value)(env)) == b.negate:
+                if bool(evaluate(b.value, env)) == b.negate:
                     return None
                 return self._walk(chain, i + 1, env, vars_, live, budget)
             except (EvalError, TypeError, ValueError):
@@ -608,7 +631,7 @@ class KernelDomain:
         if kind is BinderKind.LET:
             assert b.value is not None
             try:
-                value = self._fn(b.value)(env)
+                value = evaluate(b.value, env)
             except (EvalError, TypeError, ValueError):
                 return None
             old = env.get(b.name, missing)
@@ -627,11 +650,11 @@ class KernelDomain:
                 values: Sequence[int] = range(b.count)
             elif kind is BinderKind.GRID:
                 assert b.stop is not None
-                values = range(0, int(self._fn(b.stop)(env)))  # type: ignore[call-overload]
+                values = range(0, int(evaluate(b.stop, env)))  # type: ignore[call-overload]
             else:
-                start = int(self._fn(b.start)(env)) if b.start is not None else 0  # type: ignore[call-overload]
-                stop = int(self._fn(b.stop)(env)) if b.stop is not None else 0  # type: ignore[call-overload]
-                step = int(self._fn(b.step)(env)) if b.step is not None else 1  # type: ignore[call-overload]
+                start = int(evaluate(b.start, env)) if b.start is not None else 0  # type: ignore[call-overload]
+                stop = int(evaluate(b.stop, env)) if b.stop is not None else 0  # type: ignore[call-overload]
+                step = int(evaluate(b.step, env)) if b.step is not None else 1  # type: ignore[call-overload]
                 if step == 0:
                     return None
                 values = range(start, stop, step)
@@ -673,28 +696,22 @@ class KernelDomain:
             out = self._picked[values] = [values[i] for i in idx]
         return out
 
-    def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
-        """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations``; None where it
-        cannot be compiled (the recursive :meth:`_walk` is used instead)."""
+    @staticmethod
+    def _compilable(chain: Sequence[Binder], obligations: Sequence[Obligation]) -> bool:
+        """Whether the walk of ``chain`` checking ``obligations`` can be generated (:class:`_WalkerSource`)."""
         if not all(_compilable(e) for b in chain for e in (b.start, b.stop, b.step, b.value) if e is not None):
-            return None
-        if not all(_compilable(e) for ob in obligations if ob.parts is not None for e in ob.parts[0]):
-            return None
+            return False
+        return all(_compilable(e) for ob in obligations if ob.parts is not None for e in ob.parts[0])
+
+    def _walker(self, chain: Sequence[Binder], obligations: Sequence[Obligation]) -> Callable[..., object] | None:
+        """The compiled walk (:class:`_WalkerSource`) of ``chain`` checking ``obligations`` (which
+        :meth:`_compilable` accepts); None where Python cannot compile it."""
         gen = _WalkerSource(chain, obligations, self._base_names)
         source = gen.source()
         key = (source, tuple(map(repr, gen.src.consts)))
         if key not in self._walkers:
             self._walkers[key] = _compile_walker(source, tuple(gen.src.consts))
         return self._walkers[key]
-
-    def _fn(self, e: n.Expr) -> Callable[[Mapping[str, object]], object]:
-        """``e`` compiled (:func:`compile_expr`), once per expression for this object's life."""
-        hit = self._compiled.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        f = compile_expr(e)
-        self._compiled[id(e)] = (e, f)  # the entry keeps ``e`` alive, so its id is not reused
-        return f
 
     # -- obligations of accesses ---------------------------------------------------------------------
 
@@ -710,16 +727,16 @@ class KernelDomain:
             extents = list(o.decl.shape)
         elif o.kind is Kind.SHARED and o.name in self.model.smem:
             info = self.model.smem[o.name]
-            extents = [n.Num(v) for v in info.shape]
+            extents = [self._num(v) for v in info.shape]
             stages = info.stages
         elif o.kind is Kind.REGISTERS and o.name in self.model.regs:
-            extents = [n.Num(v) for v in self.model.regs[o.name].shape]
+            extents = [self._num(v) for v in self.model.regs[o.name].shape]
         elif o.kind is Kind.BARRIER and o.name in self.model.barriers:
             extents, stages = [], self.model.barriers[o.name].stages
         else:
             return out
         if o.stage is not None and stages is not None:
-            out += self._index(o.stage, n.Num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
+            out += self._index(o.stage, self._num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
         for d, item in enumerate(o.index):
             if d >= len(extents):
                 break
@@ -729,6 +746,14 @@ class KernelDomain:
             elif isinstance(item, n.Span):
                 out += self._span(item.start, item.size, extents[d], lets, where, state=state)
         return out
+
+    def _num(self, v: int) -> n.Num:
+        """A literal for an extent the model knows, one node per value (so that the linear forms
+        memoized by node, and the compiled walks, are shared by every access to it)."""
+        node = self._nums.get(v)
+        if node is None:
+            node = self._nums[v] = n.Num(v)
+        return node
 
     def _index(
         self, e: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str, stage: bool = False,
@@ -768,7 +793,7 @@ class KernelDomain:
         ``fails`` is ``of``'s first test, over ``a0, a1, ...`` (see :class:`Obligation`)."""
 
         def check(env: Mapping[str, object]) -> str | None:
-            return of(*[self._fn(x)(env) for x in evaluated])
+            return of(*[evaluate(x, env) for x in evaluated])
 
         return Obligation(m, exprs, check, (evaluated, of), fails)
 
@@ -816,11 +841,11 @@ class KernelDomain:
     def accesses(self) -> list[AccessVerdict]:
         """Every tile and barrier access of every operation, with its verdict."""
         out = []
-        for typed in self.model.ops:
-            for eff in typed.prim.effects(typed):
+        for of in facts(self.model).ops:  # the effects every rule reads, computed once per model
+            for eff in of.effects:
                 if eff.operand.kind is Kind.VALUE or eff.operand.name is None:
                     continue
-                out.append(AccessVerdict(typed, eff, self.access(typed, eff)))
+                out.append(AccessVerdict(of.typed, eff, self.access(of.typed, eff)))
         return out
 
     # -- divisibility --------------------------------------------------------------------------------
@@ -867,8 +892,12 @@ class KernelDomain:
 # ---------------------------------------------------------------------------------------------------
 
 
+class _Interrupted(Exception):
+    """The recursive walk has taken the steps it was given (see :meth:`KernelDomain._search`)."""
+
+
 class _Failed(EvalError):
-    """What compiled evaluation raises where :func:`evaluate` raises :class:`EvalError`: the same type
+    """What the compiled walk raises where :func:`evaluate` raises :class:`EvalError`: the same type
     for every handler, made without building a message or a node (the search raises it often)."""
 
     expr: n.Expr = n.Num(0)
@@ -916,7 +945,9 @@ def _cdiv(a: object, b: object) -> object:
     return -(-a // b)  # type: ignore[operator]
 
 
-_RUNTIME = {"_free": _free, "_word": _word, "_floordiv": _floordiv, "_mod": _mod, "_cdiv": _cdiv, "_min": min,
+_NOVALUE = object()  # a sub-expression computed ahead raised (see _Source)
+_TEMP = re.compile(r"\b_t[0-9]+\b")  # the temporaries of generated source
+_RUNTIME = {"_NOVALUE": _NOVALUE, "_free": _free, "_word": _word, "_floordiv": _floordiv, "_mod": _mod, "_cdiv": _cdiv, "_min": min,
             "_max": max, "_bool": bool, "_EvalError": EvalError, "_E": (EvalError, TypeError, ValueError)}  # fmt: skip
 _BIN_OPS = frozenset({"<", "<=", ">", ">=", "==", "!=", "+", "-", "*", "/", "%", "and", "or"})
 
@@ -932,11 +963,23 @@ class _Source:
     ``resolve`` maps an IR name to the Python expression that holds its value where the expression is
     evaluated, or None for a name without one (evaluating it raises :class:`EvalError`, as
     :func:`evaluate` does, at the same point of the evaluation). Literals go to :attr:`consts`.
+
+    ``fixed``, when given, tells which of those Python expressions hold one value for the whole
+    generated function: it gives the name that value has in :attr:`prologue` (the lines run first),
+    else None. A composite sub-expression over such names only is then computed once, in the
+    prologue, and read where it is used; where computing it raised, it is computed again where it is
+    used, which raises there as it would have. Expressions have no side effects, so computing one
+    early, or in vain, changes nothing but the time spent. (A ``let`` of such a value may stand for
+    it in the prologue: wherever the ``let`` is read, it was computed without raising, so the
+    prologue's value was too, and equals it.)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: Callable[[str], str | None] | None = None) -> None:
         self.consts: list[object] = []
         self.temps = 0
+        self.fixed = fixed
+        self.prologue: list[str] = []
+        self.hoisted: dict[str, str] = {}  # source of a sub-expression computed in the prologue -> its local
 
     def temp(self) -> str:
         self.temps += 1
@@ -948,6 +991,40 @@ class _Source:
         self.consts.append(value)
         return f"_c[{len(self.consts) - 1}]"
 
+    def ahead(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
+        """Where ``x`` is composite and its names are :attr:`fixed`, the local the prologue computes it
+        into (:data:`_NOVALUE` where that raised); else None."""
+        fixed = self.fixed
+        if fixed is None or isinstance(x, (n.Num, n.Name)):
+            return None
+        for y in n.walk_expr(x):
+            if isinstance(y, n.Name):
+                held = resolve(y.id)
+                if held is not None and fixed(held) is None:
+                    return None
+        self.fixed = None
+        src = self.expr(x, lambda name: None if (held := resolve(name)) is None else fixed(held))
+        self.fixed = fixed
+        # one computation for every occurrence: the same source up to the numbering of its temporaries
+        numbers: dict[str, str] = {}
+        key = _TEMP.sub(lambda m: numbers.setdefault(m.group(), f"_t{len(numbers)}"), src)
+        local = self.hoisted.get(key)
+        if local is None:
+            local = self.hoisted[key] = f"_h{len(self.hoisted)}"
+            self.prologue += ["try:", f"    {local} = {src}", "except Exception:", f"    {local} = _NOVALUE"]
+        return local
+
+    def _hoist(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str | None:
+        """Where :meth:`ahead` computes ``x``, an expression reading it there, or computing it again
+        where that raised; else None."""
+        local = self.ahead(x, resolve)
+        if local is None:
+            return None
+        fixed, self.fixed = self.fixed, None
+        src = self.expr(x, resolve)
+        self.fixed = fixed
+        return f"({local} if {local} is not _NOVALUE else {src})"
+
     def flat(self, x: n.Expr, resolve: Callable[[str], str | None], lines: list[str], fail: str) -> str:
         """``x`` as statements appended to ``lines`` and a final expression, for a context where any
         :class:`EvalError`, :class:`TypeError` or :class:`ValueError` means the same thing: ``fail``
@@ -957,6 +1034,9 @@ class _Source:
         the order of two failures can differ, which the context cannot tell apart. Right operands of
         ``and``/``or`` are left inline (they may not be evaluated at all).
         """
+        hoisted = self._hoist(x, resolve)
+        if hoisted is not None:
+            return hoisted
         if isinstance(x, n.Bin) and x.op in ("/", "%"):
             left = self.flat(x.left, resolve, lines, fail)
             right = self.flat(x.right, resolve, lines, fail)
@@ -993,6 +1073,9 @@ class _Source:
         return out
 
     def expr(self, x: n.Expr, resolve: Callable[[str], str | None]) -> str:
+        hoisted = self._hoist(x, resolve)
+        if hoisted is not None:
+            return hoisted
         if isinstance(x, n.Num):
             return self.const(x.value)
         if isinstance(x, n.Name):
@@ -1032,23 +1115,6 @@ class _Source:
         return "_free()"  # a reference, or an expression evaluate does not know
 
 
-def compile_expr(e: n.Expr) -> Callable[[Mapping[str, object]], object]:
-    """A function computing :func:`cake_core.ir.exprs.evaluate` of ``e`` for an environment.
-
-    Same values, same exceptions (:class:`EvalError` for a free name, a division by zero, a reference
-    or an unknown function; Python's own for mistyped operands), evaluated in the same order; only the
-    messages of :class:`EvalError` are generic. Used where one expression is evaluated very often.
-    """
-    if not _compilable(e):
-        return lambda env: evaluate(e, env)  # an operator evaluate does not know: keep its own failure
-    gen = _Source()
-    body = gen.expr(e, lambda name: f"(env[{name!r}] if {name!r} in env else _word({name!r}))")
-    code = f"def _f(env):\n    return {body}\n"
-    namespace: dict[str, object] = {**_RUNTIME, "_c": tuple(gen.consts)}
-    exec(code, namespace)  # noqa: S102 - source built from IR nodes, names quoted with repr
-    return namespace["_f"]  # type: ignore[return-value]
-
-
 class _WalkerSource:
     """Python source of one witness-search walk: :meth:`KernelDomain._walk` unrolled for one chain of
     binders and one list of obligations.
@@ -1071,9 +1137,10 @@ class _WalkerSource:
 
     def __init__(self, chain: Sequence[Binder], obligations: Sequence[Obligation], base: frozenset[str]) -> None:
         self.chain, self.obligations, self.base = chain, obligations, base
-        self.src = _Source()
         self.lines: list[str] = []
-        self.loaded: dict[str, str] = {}
+        self.loaded: dict[str, str] = {}  # base name -> the local it is loaded into
+        self.fixed: dict[str, str] = {}  # a local with one value for the whole walk -> its name in the prologue
+        self.src = _Source(fixed=self.fixed.get)
         self.count = 0
 
     def local(self) -> str:
@@ -1088,17 +1155,29 @@ class _WalkerSource:
             if name in scope:
                 return scope[name]
             if name in self.base:
-                if name not in self.loaded:
-                    self.loaded[name] = f"b{len(self.loaded)}"
-                return self.loaded[name]
+                local = self.loaded.get(name)
+                if local is None:
+                    local = self.loaded[name] = self.fixed[local] = f"b{len(self.loaded)}"
+                return local
             return None
 
         return resolve
+
+    def ahead(self, e: n.Expr, resolve: Callable[[str], str | None], value: str) -> str | None:
+        """The prologue's name for the value of a ``let`` of ``e`` (rendered ``value``) where it is
+        the same for the whole walk; else None."""
+        if isinstance(e, n.Num):
+            return value
+        if isinstance(e, n.Name):
+            held = resolve(e.id)
+            return None if held is None else self.fixed.get(held)
+        return self.src.ahead(e, resolve)
 
     def source(self) -> str:
         self.level(0, 1, {}, [], False)
         head = ["def _walk(E, B, L, F, C, _pick):"]
         head += [f"    {local} = E[{name!r}]" for name, local in self.loaded.items()]
+        head += [f"    {line}" for line in self.src.prologue]
         return "\n".join(head + self.lines) + "\n"
 
     def level(self, i: int, depth: int, scope: dict[str, str], named: list[tuple[str, str]], in_loop: bool) -> None:
@@ -1115,12 +1194,16 @@ class _WalkerSource:
                 bj = self.chain[j]
                 assert bj.value is not None
                 lines: list[str] = []
-                value = self.src.flat(bj.value, self.resolver(inner), lines, back)
+                res = self.resolver(dict(inner))
+                value = self.src.flat(bj.value, res, lines, back)
                 for line in lines:
                     self.emit(depth + 1, line)
                 if bj.kind is BinderKind.LET:
                     local = self.local()
                     self.emit(depth + 1, f"{local} = {value}")
+                    ahead = self.ahead(bj.value, res, value)
+                    if ahead is not None:
+                        self.fixed[local] = ahead
                     inner[bj.name] = local
                 else:
                     self.emit(depth + 1, f"if _bool({value}) == {bj.negate!r}: {back}")
@@ -1161,7 +1244,12 @@ class _WalkerSource:
             if b.kind is BinderKind.LOOP:
                 self.emit(depth, f"if {values}[2] == 0: {back}")
                 self.emit(depth, f"{values} = range(*{values})")
-        self.emit(depth, f"for {var} in _pick({values}):")
+        # _pick of a short range is the range: known here for the instances, else tested inline
+        if b.kind is BinderKind.SELF and b.count <= RANGE_EXACT:
+            picked = values
+        else:
+            picked = f"({values} if len({values}) <= {RANGE_EXACT} else _pick({values}))"
+        self.emit(depth, f"for {var} in {picked}:")
         self.emit(depth + 1, "if B[0] <= 0: return None")
         inner[b.name] = var
         more = named + [(b.name, var)] if b.kind is not BinderKind.SELF or b.count > 1 else named
@@ -1225,35 +1313,31 @@ def _depends(chain: Sequence[Binder], exprs: Sequence[n.Expr]) -> set[str]:
     return out
 
 
-def _covers(f: Form, sizes: Mapping[str, int]) -> bool:
-    return all(s in sizes for s, _ in f.terms)
+IntegralForm = tuple[int, tuple[tuple[int, int], ...], int]  # (D·const, ((position, D·coef), ...), D)
 
 
-IntegralForm = tuple[int, tuple[tuple[str, int], ...], int]  # (D·const, ((size, D·coef), ...), D)
-
-
-def _integral_forms(forms: Sequence[Form], sizes: frozenset[str]) -> list[IntegralForm]:
-    """The distinct forms over ``sizes`` only (the others never cover an assignment), each scaled by
-    the common denominator ``D`` of its numbers: ``f.at(x) > -1`` iff ``D·f.at(x) > -D``."""
+def _integral_forms(forms: Sequence[Form], names: Sequence[str]) -> list[IntegralForm]:
+    """The distinct forms, scaled by the common denominator ``D`` of their numbers (``f.at(x) > -1``
+    iff ``D·f.at(x) > -D``), each size named by its position in the sampled ``names`` (which hold
+    every size of the forms, see :meth:`KernelDomain._relevant_sizes`)."""
     out: list[IntegralForm] = []
     seen: set[tuple] = set()
+    where = {s: i for i, s in enumerate(names)}
     for f in forms:
-        if not all(s in sizes for s, _ in f.terms):
-            continue
         key = (f.const, f.terms)
         if key in seen:
             continue
         seen.add(key)
         d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
-        out.append((int(f.const * d), tuple((s, int(a * d)) for s, a in f.terms), d))
+        out.append((int(f.const * d), tuple((where[s], int(a * d)) for s, a in f.terms), d))
     return out
 
 
-def _above(f: IntegralForm, sizes: Mapping[str, int]) -> bool:
-    """Whether the form (see :data:`IntegralForm`) is above -1 at ``sizes``."""
+def _above(f: IntegralForm, sizes: Sequence[int]) -> bool:
+    """Whether the form (see :data:`IntegralForm`) is above -1 at the sampled ``sizes``."""
     total, terms, d = f
-    for s, a in terms:
-        total += a * sizes[s]
+    for i, a in terms:
+        total += a * sizes[i]
     return total > -d
 
 

@@ -207,7 +207,14 @@ class Form:
         return Form.make(self.const + other.const, t)
 
     def scale(self, k: Q) -> Form:
-        return Form.make(self.const * k, {s: a * k for s, a in self.terms})
+        if k == 0:
+            return Form()
+        # a non-zero factor keeps every term non-zero and the (sorted) order of the sizes
+        return Form(_q(self.const * k), tuple((s, _q(a * k)) for s, a in self.terms))
+
+    def div(self, k: int) -> Form:
+        """``self.div(k)`` for an integer ``k > 0``, in integers where they divide."""
+        return Form(_div(self.const, k), tuple((s, _div(a, k)) for s, a in self.terms))
 
     @property
     def is_const(self) -> bool:
@@ -312,6 +319,10 @@ class Lin(_Keyed):
         if k == 0:
             return Lin(0, ())
         return Lin(_q(self.const * k), tuple((x, _q(a * k)) for x, a in self.terms))
+
+    def div(self, k: int) -> Lin:
+        """``self.div(k)`` for an integer ``k > 0``, in integers where they divide."""
+        return Lin(_div(self.const, k), tuple((x, _div(a, k)) for x, a in self.terms))
 
     def plus(self, k: Q) -> Lin:
         return Lin(_q(self.const + k), self.terms)
@@ -514,9 +525,9 @@ class Bounder:
                     if lo is None:
                         return None
                     exact = self.domain.always_multiple(lo, k)
-                    return (lo if exact else lo + Form(-(k - 1))).scale(Fraction(1, k))
+                    return (lo if exact else lo + Form(-(k - 1))).div(k)
                 hi = self.upper(x)
-                return None if hi is None else hi.scale(Fraction(1, k))
+                return None if hi is None else hi.div(k)
             if op == "mod" and k:
                 lo, hi = self.lower(x), self.upper(x)
                 if self.proves_nonneg(lo) and self._le(hi, Form(k - 1)):
@@ -537,12 +548,12 @@ class Bounder:
                 return None
             if low:
                 lo = self.lower(x)
-                return None if lo is None else lo.scale(Fraction(1, k))
+                return None if lo is None else lo.div(k)
             hi = self.upper(x)
             if hi is None:
                 return None
             exact = self.domain.always_multiple(hi, k)
-            return (hi if exact else hi + Form(k - 1)).scale(Fraction(1, k))
+            return (hi if exact else hi + Form(k - 1)).div(k)
         if op in ("min", "max"):
             a, b = args
             fa, fb = self._bound(a, low), self._bound(b, low)
@@ -633,12 +644,11 @@ def eliminations(m: Lin, guards: Sequence[Lin]) -> Iterator[Lin]:
 
 
 def _set_order(values: dict[Q, None]) -> list[Q]:
-    """The iteration order of ``set(values)`` for the set the original algorithm built
-    (``{Fraction(1)}`` then each λ added): candidates are tried, and deduplicated, in that order."""
-    s: set[Fraction] = {Fraction(1)}
-    for v in values:
-        s.add(Fraction(v))
-    return list(s)
+    """The iteration order of the set the original algorithm built (``{Fraction(1)}`` then each λ
+    added, as a Fraction): candidates are tried, and deduplicated, in that order. Equal numbers hash
+    alike whatever their type, so the set of the values themselves, inserted in the same order, is
+    laid out, and iterates, the same way."""
+    return list(set(values))
 
 
 def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
@@ -666,9 +676,9 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
             if x.op == "mod" and c < 0 and bounder.proves_nonneg(bounder.lower(arg)):
                 alts = [arg]
             elif x.op == "floor":
-                alts = [arg.scale(Fraction(1, k)) if c < 0 or exact else arg.plus(-(k - 1)).scale(Fraction(1, k))]
+                alts = [arg.div(k) if c < 0 or exact else arg.plus(-(k - 1)).div(k)]
             elif x.op == "cdiv":
-                alts = [arg.scale(Fraction(1, k)) if c > 0 or exact else arg.plus(k - 1).scale(Fraction(1, k))]
+                alts = [arg.div(k) if c > 0 or exact else arg.plus(k - 1).div(k)]
         if alts:
             options.append((x, c, alts))
     yield m
