@@ -10,6 +10,7 @@ are passed to the kernel at launch.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Set
 from typing import Any
@@ -23,7 +24,7 @@ from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
-from cake_core.ir.types import DTYPE_NAMES, DType
+from cake_core.ir.types import DTYPE_BY_NAME, DTYPE_NAMES, DType
 
 SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
 # names a kernel may use whose values come from the target: SMS is its multiprocessor count
@@ -148,7 +149,9 @@ class KernelModel:
         return self.by_op[id(op)]
 
     def dtype(self, name: str) -> DType:
-        return self.typevars[name] if name in self.typevars else DType(name)
+        if name in self.typevars:
+            return self.typevars[name]
+        return DTYPE_BY_NAME.get(name) or DType(name)
 
     def param_dtype(self, p: n.Param) -> DType:
         return self.dtype(p.dtype)
@@ -376,7 +379,7 @@ class KernelChecker:
 
     def dtype_of(self, name: str, loc: Loc) -> DType | None:
         if name in DTYPE_NAMES:
-            return DType(name)
+            return DTYPE_BY_NAME[name]
         if name in self.typevars:
             return self.typevars[name]
         self.err(codes.UNKNOWN_NAME, loc, f"`{name}` is neither an element type nor a type variable")
@@ -410,20 +413,19 @@ class KernelChecker:
         """An attribute that must be known when the kernel is compiled."""
         self.const(*value_what)
 
-    def op(self, plan: _OpPlan) -> None:
-        """Type a resolved operation: its operands' dtypes and shapes, and its primitive's own rule."""
-        outs = tuple(map(self.operand, plan.outs))
-        ins = tuple(map(self.operand, plan.ins))
-        op = plan.op
-        typed = TypedOpImpl(op, plan.prim, outs, ins, self.role)
+    def op(self, resolved: tuple[n.Op, Primitive, tuple[_OperandPlan, ...], tuple[_OperandPlan, ...]]) -> None:
+        """Type a resolved operation (its primitive, output and input operands; its attributes are
+        steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
+        op, prim, outs, ins = resolved
+        typed = TypedOpImpl(op, prim, tuple(map(self.operand, outs)), tuple(map(self.operand, ins)), self.role)
         self.model.ops.append(typed)
         self.model.by_op[id(op)] = typed
-        self.diags += plan.prim.check(typed, self.ctx)
+        self.diags += prim.check(typed, self.ctx)
 
     def operand(self, p: _OperandPlan) -> Operand:
         kind = p.kind
         if kind is Kind.GLOBAL:
-            dtype, extents = self.model.param_dtype(p.decl), p.decl.shape
+            dtype, extents = self.model.dtype(p.decl.dtype), p.decl.shape
         elif kind is Kind.SHARED:
             info = self.model.smem[p.name]
             dtype, extents = info.dtype, info.shape
@@ -479,17 +481,6 @@ class _OperandPlan:
     layout: n.Layout | None = None
     dims: tuple[int | n.Expr, ...] = ()
     ring: bool = False
-
-
-@attrs.define(eq=False)
-class _OpPlan:
-    """An operation whose primitive, arity, operand kinds and names are checked (its attributes are
-    steps of their own, just before it: a resolved operand reports nothing under a specialization)."""
-
-    op: n.Op
-    prim: Primitive
-    outs: tuple[_OperandPlan, ...]
-    ins: tuple[_OperandPlan, ...]
 
 
 #: one step of a resolved role body: a :class:`KernelChecker` method and its argument
@@ -612,7 +603,7 @@ class _Resolver:
         if outs is None or ins is None:
             return
         self.attributes(op, prim, scope)
-        self.steps.append((KernelChecker.op, _OpPlan(op, prim, outs, ins)))
+        self.steps.append((KernelChecker.op, (op, prim, outs, ins)))
 
     def operands(
         self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: Set[str], what: str
@@ -628,7 +619,7 @@ class _Resolver:
             )  # fmt: skip
             return None
         out = []
-        for e, slot in zip(exprs, slots, strict=False):
+        for e, slot in zip(exprs, slots):
             o = self.operand(e, slot, scope, op)
             if o is None:
                 return None
@@ -695,9 +686,10 @@ class _Resolver:
             self.err(codes.OPERANDS, e.loc, f"`{name}` has {rank} dimension(s), indexed with {len(index)}")
             return None
         # a position drops its dimension, a slice has its size, `:` and dimensions not indexed keep theirs
-        dims: list[int | n.Expr] = [
-            item.size if isinstance(item, n.Span) else d for d, item in enumerate(index) if not isinstance(item, n.At)
-        ]
+        dims: list[int | n.Expr] = []
+        for d, item in enumerate(index):
+            if not isinstance(item, n.At):
+                dims.append(item.size if isinstance(item, n.Span) else d)
         dims += range(len(index), rank)
         layout = decl.layout if kind is Kind.REGISTERS else None
         ring = staged and stage is None and kind is not Kind.BARRIER
@@ -758,9 +750,9 @@ def _names(e: n.Expr) -> set[str]:
     return {s.id for s in n.walk_expr(e) if isinstance(s, n.Name)}
 
 
-def _clean(e: n.Expr, scope: set[str]) -> bool:
-    """Whether :meth:`KernelChecker.names_ok` finds nothing wrong in ``e`` (False also where it must
-    look: references, unknown functions and expression classes it does not dispatch on here)."""
+def _clean(e: n.Expr, scope: Set[str]) -> bool:
+    """Whether :func:`_name_errors` finds nothing wrong in ``e`` (False also where it must look:
+    references, unknown functions and expression classes it does not dispatch on here)."""
     t = type(e)
     if t is n.Name:
         return e.id in scope or e.id == "inf"  # type: ignore[attr-defined]
@@ -840,7 +832,7 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
             continue
         sizes: dict[str, n.Expr] = {}
         types: dict[str, str] = {}
-        for arg, p in zip(launch.args, k.params, strict=True):
+        for arg, p in zip(launch.args, k.params):  # as many: checked above
             if arg not in tensors:
                 diags.append(codes.LAUNCH.at(launch.loc, f"`{arg}` is not a parameter or buffer of the program"))
                 continue
@@ -859,10 +851,10 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
                     )  # fmt: skip
             elif types.setdefault(p.dtype, dtype) != dtype:
                 diags.append(codes.LAUNCH.at(launch.loc, f"type variable `{p.dtype}` bound to two element types"))
-            for dim, pe in zip(shape, p.shape, strict=True):
+            for dim, pe in zip(shape, p.shape):  # as many: checked above
                 if isinstance(pe, n.Name):
                     prior = sizes.setdefault(pe.id, dim)
-                    if prior != dim:
+                    if prior is not dim and prior != dim:
                         diags.append(
                             codes.LAUNCH.at(launch.loc, f"size `{pe.id}` of `{k.name}` is bound to two "
                                             f"different program sizes")
@@ -935,8 +927,6 @@ def check_module(module: n.Module, primitives: Mapping[str, Primitive], target: 
 
 def _merge_specs(diags: list[Diagnostic], nspecs: int) -> list[Diagnostic]:
     """A finding made under every specialization does not name one."""
-    import collections
-
     counts = collections.Counter((d.code, d.primary, d.message.split(" (with ")[0]) for d in diags)
     out = []
     for d in diags:
