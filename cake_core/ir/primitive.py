@@ -112,7 +112,10 @@ class Signature:
         return bool(self.outs)
 
     def attr(self, key: str) -> AttrSpec | None:
-        return next((a for a in self.attrs if a.name == key), None)
+        for a in self.attrs:
+            if a.name == key:
+                return a
+        return None
 
 
 @attrs.frozen
@@ -325,9 +328,11 @@ def _mask_given(value: n.Expr | None) -> bool:
 
 def static_shape(operand: Operand) -> tuple[int, ...] | None:
     """The operand's tile shape if every extent is known at compile time."""
-    if all(isinstance(s, int) for s in operand.shape):
-        return tuple(operand.shape)  # type: ignore[arg-type]
-    return None
+    shape = operand.shape
+    for s in shape:
+        if not isinstance(s, int):
+            return None
+    return tuple(shape)  # type: ignore[arg-type]
 
 
 def numel(shape: Sequence[int]) -> int:

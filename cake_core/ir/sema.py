@@ -10,8 +10,9 @@ are passed to the kernel at launch.
 
 from __future__ import annotations
 
+import collections
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from typing import Any
 
 import attrs
@@ -23,7 +24,7 @@ from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
-from cake_core.ir.types import DTYPE_NAMES, DType
+from cake_core.ir.types import DTYPE_BY_NAME, DTYPE_NAMES, DType
 
 SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
 # names a kernel may use whose values come from the target: SMS is its multiprocessor count
@@ -148,7 +149,9 @@ class KernelModel:
         return self.by_op[id(op)]
 
     def dtype(self, name: str) -> DType:
-        return self.typevars[name] if name in self.typevars else DType(name)
+        if name in self.typevars:
+            return self.typevars[name]
+        return DTYPE_BY_NAME.get(name) or DType(name)
 
     def param_dtype(self, p: n.Param) -> DType:
         return self.dtype(p.dtype)
@@ -201,8 +204,15 @@ def specs(domain: Iterable[n.Constraint]) -> list[Spec]:
 
 
 class KernelChecker:
-    def __init__(self, kernel: n.Kernel, spec: Spec, primitives: Mapping[str, Primitive], target: Any = None):
+    """Checks one kernel under one specialization. ``resolved`` memoizes the name resolution of the
+    kernel's role bodies across its specializations (one dict per kernel and :func:`check_module` call)."""
+
+    def __init__(
+        self, kernel: n.Kernel, spec: Spec, primitives: Mapping[str, Primitive], target: Any = None,
+        resolved: dict[object, list[list[_Step]]] | None = None,
+    ) -> None:  # fmt: skip
         self.k, self.spec, self.prims, self.target = kernel, spec, primitives, target
+        self.resolved = {} if resolved is None else resolved
         self.diags: list[Diagnostic] = []
         self.env: dict[str, int | str] = dict(spec.env)
         self.typevars: dict[str, DType] = {}
@@ -217,6 +227,10 @@ class KernelChecker:
         self.diags.append(code.at(loc, message, **kw))
 
     def const(self, e: n.Expr, what: str, loc: Loc | None = None) -> int | None:
+        v = _int_value(e, self.env)
+        if v is not None:
+            return v
+        # not an integer: evaluate again for the reason
         try:
             v = evaluate(e, self.env)
         except EvalError as exc:
@@ -262,9 +276,7 @@ class KernelChecker:
                         help=f"declare it, e.g. `domain {p.dtype} in {{bf16, f16}}`",
                     )  # fmt: skip
             for e in p.shape:
-                for sub in n.walk_expr(e):
-                    if isinstance(sub, n.Name) and sub.id not in spec_vars:
-                        self.sizes.add(sub.id)
+                self.sizes.update(_names(e) - spec_vars)
         for c in k.domain:
             used = c.var in self.sizes or c.var in spec_vars and (
                 c.var in self.typevars or any(c.var in _names(e) for p in k.params for e in p.shape)
@@ -284,8 +296,11 @@ class KernelChecker:
             declare(v, k.grid.loc, "grid variable")
         if len(k.grid.vars) != len(k.grid.extents) or not 1 <= len(k.grid.vars) <= 3:
             self.err(codes.SYNTAX, k.grid.loc, "a grid maps one to three variables over as many extents")
-        for e in k.grid.extents:
-            self.names_ok(e, set(self.env) | runtime, "grid extent")
+        if k.grid.extents:
+            scope = set(self.env) | runtime
+            for e in k.grid.extents:
+                if not _clean(e, scope):
+                    self.diags += _name_errors(e, scope, "grid extent")
         warps_v = self.const(k.cta.warps, "the CTA's warp count")
         warps = 1 if warps_v is None else warps_v
         occupancy = self.const(k.cta.occupancy, "the occupancy") if k.cta.occupancy is not None else None
@@ -296,7 +311,7 @@ class KernelChecker:
         for s in k.smem:
             declare(s.name, s.loc, "buffer")
             dtype = self.dtype_of(s.dtype, s.loc)
-            shape = tuple(self.const(e, f"the shape of `{s.name}`", s.loc) or 1 for e in s.shape)
+            shape = tuple([self.const(e, f"the shape of `{s.name}`", s.loc) or 1 for e in s.shape])
             stages = self.const(s.stages, f"the stage count of `{s.name}`") if s.stages is not None else None
             pad = self.const(s.pad, f"the padding of `{s.name}`") if s.pad is not None else 0
             align = self.const(s.align, f"the alignment of `{s.name}`") if s.align is not None else None
@@ -346,58 +361,190 @@ class KernelChecker:
             k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
             smem, barriers, offset + slack, {}, [], {}, self.diags, base_align,
         )  # fmt: skip
-        base_scope = set(self.env) | runtime | set(k.grid.vars)
-        self.tensors: dict[str, Any] = {p.name: p for p in k.params if p.tier == "global"}
-        self.tensors.update({s.name: s for s in k.smem})
-        self.tensors.update({b.name: b for b in k.barriers})
-        self.reg_names: dict[str, Loc] = {}
-        for info in roles:
+        # the role bodies' name resolution reads only names of the specialization, never its values:
+        # specializations that agree on these share one resolution (see :class:`_Resolver`)
+        scope = frozenset(self.env) | runtime | set(k.grid.vars)
+        rings = tuple((name, info.stages is not None) for name, info in smem.items())
+        key = (scope, rings, tuple(self.typevars))
+        steps = self.resolved.get(key)
+        if steps is None:
+            resolver = _Resolver(k, self.prims, dict(rings), self.typevars)
+            steps = self.resolved[key] = resolver.roles(scope, seen)
+        for info, role_steps in zip(roles, steps, strict=True):
             self.role = info
             self.ctx = _Ctx(self.model, info, self.target)  # what the role's primitives' checks see
-            self.role_regs: dict[str, RegInfo] = {}
-            # each role is its own scope: roles may reuse local names, never kernel-level ones
-            self.block(info.role.body, base_scope | {"self"}, dict(seen))
+            for step, arg in role_steps:
+                step(self, arg)
         return self.model
 
     def dtype_of(self, name: str, loc: Loc) -> DType | None:
         if name in DTYPE_NAMES:
-            return DType(name)
+            return DTYPE_BY_NAME[name]
         if name in self.typevars:
             return self.typevars[name]
         self.err(codes.UNKNOWN_NAME, loc, f"`{name}` is neither an element type nor a type variable")
         return None
 
-    def names_ok(self, e: n.Expr, scope: set[str], what: str) -> bool:
+    # -- bodies, under this specialization's values ---------------------------------------------------
+
+    def report(self, d: Diagnostic) -> None:
+        self.diags.append(d)
+
+    def let(self, s: n.Let) -> None:
+        v = try_int(s.value, self.env)
+        if v is not None:
+            self.env[s.name] = v
+
+    def reg(self, s: n.RegDecl) -> None:
+        dtype = self.dtype_of(s.dtype, s.loc)
+        shape = tuple([self.const(e, f"the shape of register tile `{s.name}`", s.loc) or 1 for e in s.shape])
+        if dtype is None:
+            return
+        lay = s.layout or n.Layout("rows")
+        args = tuple([self.const(a, f"an argument of layout `{lay.name}`") or 0 for a in lay.args])
+        try:
+            info = resolve(lay.name, args, shape, dtype, self.role.per)
+        except LayoutError as exc:
+            self.err(codes.LAYOUT, (s.layout.loc if s.layout else s.loc), f"{exc}", spec=True)
+            info = LayoutInfo(lay.name, args, shape, dtype, self.role.per * 32, 0)
+        self.model.regs[s.name] = RegInfo(s, dtype, shape, info, self.role.role.name)
+
+    def attribute(self, value_what: tuple[n.Expr, str]) -> None:
+        """An attribute that must be known when the kernel is compiled."""
+        self.const(*value_what)
+
+    def op(self, resolved: tuple[n.Op, Primitive, tuple[_OperandPlan, ...], tuple[_OperandPlan, ...]]) -> None:
+        """Type a resolved operation (its primitive, output and input operands; its attributes are
+        steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
+        op, prim, outs, ins = resolved
+        typed = TypedOpImpl(op, prim, tuple(map(self.operand, outs)), tuple(map(self.operand, ins)), self.role)
+        self.model.ops.append(typed)
+        self.model.by_op[id(op)] = typed
+        self.diags += prim.check(typed, self.ctx)
+
+    def operand(self, p: _OperandPlan) -> Operand:
+        kind = p.kind
+        if kind is Kind.GLOBAL:
+            dtype, extents = self.model.dtype(p.decl.dtype), p.decl.shape
+        elif kind is Kind.SHARED:
+            info = self.model.smem[p.name]
+            dtype, extents = info.dtype, info.shape
+        elif kind is Kind.REGISTERS:
+            info_r = self.model.regs[p.name]
+            dtype, extents = info_r.dtype, info_r.shape
+        else:
+            dtype, extents = None, ()
+        env = self.env
+        shape: list[int | n.Expr] = []
+        for dim in p.dims:
+            size = extents[dim] if type(dim) is int else dim
+            if type(size) is not int:
+                v = _int_value(size, env)
+                if v is not None:
+                    size = v
+            shape.append(size)
+        if p.ring:
+            shape.insert(0, info.stages or 1)
+        return Operand(p.expr, p.slot, kind, p.name, dtype, tuple(shape), p.decl, p.stage, p.index, p.transpose,
+                       p.layout)  # fmt: skip
+
+
+def _int_value(e: n.Expr, env: Mapping[str, int | str]) -> int | None:
+    """:func:`try_int`, without raising and catching for the common leaves: a literal, a bound or a
+    free name (run-time sizes such as ``N`` are free in every specialization)."""
+    t = type(e)
+    if t is n.Name:
+        v = env.get(e.id)  # type: ignore[attr-defined]
+        return v if type(v) is int else None
+    if t is n.Num:
+        v = e.value  # type: ignore[attr-defined]
+        return v if type(v) is int else None
+    return try_int(e, env)
+
+
+@attrs.define(eq=False)
+class _OperandPlan:
+    """An operand resolved to its declaration; its dtype and shape come with each specialization.
+
+    ``dims`` gives the shape after indexing, one entry per remaining dimension: an int picks that
+    extent of the declaration under the specialization, an expression is a slice's size. ``ring``:
+    the operand is a whole ring of stages (the stage count leads its shape)."""
+
+    expr: n.Expr
+    slot: Slot
+    kind: Kind
+    name: str | None = None
+    decl: Any = None
+    stage: n.Expr | None = None
+    index: tuple[n.Idx, ...] = ()
+    transpose: bool = False
+    layout: n.Layout | None = None
+    dims: tuple[int | n.Expr, ...] = ()
+    ring: bool = False
+
+
+#: one step of a resolved role body: a :class:`KernelChecker` method and its argument
+_Step = tuple[Any, Any]
+
+
+class _Resolver:
+    """Name resolution and scoping of a kernel's role bodies: everything that depends on which names a
+    specialization defines, never on their values.
+
+    Specializations of a kernel define the same names, except where a constant fails to evaluate
+    under one of them, or a buffer's stage count does; :meth:`KernelChecker.run` keys a resolution by
+    exactly what it reads, so each :func:`check_module` call resolves a kernel once (twice in such
+    corner cases) instead of once per specialization. A resolved body is a list of steps each
+    specialization replays in source order: the diagnostics found here, and the ``let`` values,
+    register tiles and operations it types under its own values. Diagnostics therefore come out in
+    the order of a single walk."""
+
+    def __init__(
+        self, kernel: n.Kernel, prims: Mapping[str, Primitive], rings: dict[str, bool], typevars: Mapping[str, DType]
+    ) -> None:
+        self.k, self.prims, self.typevars = kernel, prims, typevars
+        self.rings = rings  # shared buffers with a model, and whether each is a ring of stages
+        self.tensors: dict[str, Any] = {p.name: p for p in kernel.params if p.tier == "global"}
+        self.tensors.update({s.name: s for s in kernel.smem})
+        self.tensors.update({b.name: b for b in kernel.barriers})
+        self.reg_names: dict[str, Loc] = {}
+        self.steps: list[_Step] = []
+        self.role_regs: set[str] = set()
+
+    def roles(self, scope: frozenset[str], seen: dict[str, Loc]) -> list[list[_Step]]:
+        """The steps of each role's body; ``seen`` holds the kernel-level declarations."""
+        out = []
+        for r in self.k.roles:
+            self.steps, self.role_regs = [], set()
+            # each role is its own scope: roles may reuse local names, never kernel-level ones
+            self.block(r.body, scope | {"self"}, seen)
+            out.append(self.steps)
+        return out
+
+    def err(self, code: codes.Code, loc: Loc, message: str, **kw: Any) -> None:
+        self.steps.append((KernelChecker.report, code.at(loc, message, **kw)))
+
+    def names_ok(self, e: n.Expr, scope: Set[str], what: str) -> bool:
         if _clean(e, scope):
             return True  # the common case, decided without walking twice
-        ok = True
-        for sub in n.walk_expr(e):
-            if isinstance(sub, n.Name) and sub.id not in scope and sub.id != "inf":
-                self.err(codes.UNKNOWN_NAME, sub.loc, f"`{sub.id}` is not declared", label=f"in {what}")
-                ok = False
-            elif isinstance(sub, n.Ref):
-                self.err(codes.OPERANDS, sub.loc, f"`{sub.name}[...]` is a tile, not a number", label=what)
-                ok = False
-            elif isinstance(sub, n.Call) and sub.fn not in ("cdiv", "min", "max"):
-                self.err(codes.UNKNOWN_NAME, sub.loc, f"unknown function `{sub.fn}` (known: cdiv, min, max)")
-                ok = False
-        return ok
+        errors = _name_errors(e, scope, what)
+        self.steps += [(KernelChecker.report, d) for d in errors]
+        return not errors
 
-    # -- bodies --------------------------------------------------------------------------------------
-
-    def block(self, body: tuple[n.Stmt, ...], scope: set[str], seen: dict[str, Loc]) -> None:
-        """Check a block. ``seen`` holds the declarations visible here; sibling blocks may reuse names,
-        a nested one may not shadow."""
+    def block(self, body: tuple[n.Stmt, ...], scope: Set[str], seen: dict[str, Loc]) -> None:
+        """Resolve a block. ``seen`` holds the declarations visible here; sibling blocks may reuse
+        names, a nested one may not shadow."""
         scope = set(scope)
         seen = dict(seen)
+        steps = self.steps
         for s in body:
-            if isinstance(s, n.Let):
+            if isinstance(s, n.Op):
+                self.op(s, scope)
+            elif isinstance(s, n.Let):
                 self.names_ok(s.value, scope, "a `let`")
                 self.decl_local(s.name, s.loc, seen, "let")
                 scope.add(s.name)
-                v = try_int(s.value, self.env)
-                if v is not None:
-                    self.env[s.name] = v
+                steps.append((KernelChecker.let, s))
             elif isinstance(s, n.RegDecl):
                 self.decl_local(s.name, s.loc, seen, "register tile")
                 prior = self.reg_names.get(s.name)
@@ -408,7 +555,10 @@ class KernelChecker:
                         secondary=(Label(prior, "first declared here"),),
                     )  # fmt: skip
                 self.reg_names[s.name] = s.loc
-                self.reg(s)
+                steps.append((KernelChecker.reg, s))
+                if s.dtype in DTYPE_NAMES or s.dtype in self.typevars:  # KernelChecker.reg models it
+                    self.role_regs.add(s.name)
+                    self.tensors[s.name] = s
             elif isinstance(s, n.For):
                 for e in (s.start, s.stop) + ((s.step,) if s.step is not None else ()):
                     self.names_ok(e, scope, "the loop range")
@@ -418,8 +568,6 @@ class KernelChecker:
                 self.names_ok(s.cond, scope, "the condition")
                 self.block(s.then, scope, seen)
                 self.block(s.orelse, scope, seen)
-            elif isinstance(s, n.Op):
-                self.op(s, scope)
 
     def decl_local(self, name: str, loc: Loc, seen: dict[str, Loc], what: str) -> None:
         if name in seen:
@@ -430,24 +578,7 @@ class KernelChecker:
         else:
             seen[name] = loc
 
-    def reg(self, s: n.RegDecl) -> None:
-        dtype = self.dtype_of(s.dtype, s.loc)
-        shape = tuple(self.const(e, f"the shape of register tile `{s.name}`", s.loc) or 1 for e in s.shape)
-        if dtype is None:
-            return
-        lay = s.layout or n.Layout("rows")
-        args = tuple(self.const(a, f"an argument of layout `{lay.name}`") or 0 for a in lay.args)
-        try:
-            info = resolve(lay.name, args, shape, dtype, self.role.per)
-        except LayoutError as exc:
-            self.err(codes.LAYOUT, (s.layout.loc if s.layout else s.loc), f"{exc}", spec=True)
-            info = LayoutInfo(lay.name, args, shape, dtype, self.role.per * 32, 0)
-        r = RegInfo(s, dtype, shape, info, self.role.role.name)
-        self.model.regs[s.name] = r
-        self.role_regs[s.name] = r
-        self.tensors[s.name] = s
-
-    def op(self, op: n.Op, scope: set[str]) -> None:
+    def op(self, op: n.Op, scope: Set[str]) -> None:
         prim = self.prims.get(op.name)
         if prim is None:
             close = _closest(op.name, list(self.prims))
@@ -472,15 +603,13 @@ class KernelChecker:
         if outs is None or ins is None:
             return
         self.attributes(op, prim, scope)
-        typed = TypedOpImpl(op, prim, outs, ins, self.role)
-        self.model.ops.append(typed)
-        self.model.by_op[id(op)] = typed
-        self.diags += prim.check(typed, self.ctx)
+        self.steps.append((KernelChecker.op, (op, prim, outs, ins)))
 
     def operands(
-        self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: set[str], what: str
-    ) -> tuple[Operand, ...] | None:
-        required = [s for s in slots if not s.optional]
+        self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: Set[str], what: str
+    ) -> tuple[_OperandPlan, ...] | None:
+        # as many operands as slots always fit; otherwise count the required slots
+        required = slots if len(exprs) == len(slots) else [s for s in slots if not s.optional]
         if not len(required) <= len(exprs) <= len(slots):
             names = ", ".join(s.name + ("?" if s.optional else "") for s in slots) or "none"
             self.err(
@@ -490,21 +619,22 @@ class KernelChecker:
             )  # fmt: skip
             return None
         out = []
-        for e, slot in zip(exprs, slots, strict=False):
+        for e, slot in zip(exprs, slots):
             o = self.operand(e, slot, scope, op)
             if o is None:
                 return None
             out.append(o)
         return tuple(out)
 
-    def operand(self, e: n.Expr, slot: Slot, scope: set[str], op: n.Op) -> Operand | None:
+    def operand(self, e: n.Expr, slot: Slot, scope: Set[str], op: n.Op) -> _OperandPlan | None:
         t = type(e)
-        is_ref = t is n.Ref or (t is not n.Name and isinstance(e, n.Ref))
-        name = e.name if is_ref else (e.id if t is n.Name or isinstance(e, n.Name) else None)  # type: ignore[attr-defined]
-        decl = self.tensors.get(name) if name is not None else None
-        if isinstance(decl, n.RegDecl) and name not in self.role_regs:
-            self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
-            return None
+        if t is n.Ref or (t is not n.Name and isinstance(e, n.Ref)):
+            name, index, transpose = e.name, e.index, e.transpose  # type: ignore[attr-defined]
+        elif t is n.Name or isinstance(e, n.Name):
+            name, index, transpose = e.id, (), False  # a bare name is the whole tensor  # type: ignore[attr-defined]
+        else:
+            name = None
+        decl = self.tensors.get(name)  # type: ignore[arg-type]
         if decl is None:
             if isinstance(e, n.Ref):
                 self.err(codes.UNKNOWN_NAME, e.loc, f"`{e.name}` is not a tensor, buffer, tile or barrier")
@@ -517,31 +647,27 @@ class KernelChecker:
                 return None
             if not self.names_ok(e, scope, f"operand `{slot.name}`"):
                 return None
-            return Operand(e, slot, Kind.VALUE)
-        # a bare name is the whole tensor: no index, not transposed
-        ref_index: tuple[n.Idx, ...] = e.index if is_ref else ()  # type: ignore[attr-defined]
-        transpose = e.transpose if is_ref else False  # type: ignore[attr-defined]
-        for item in ref_index:
-            for sub in (item.expr,) if isinstance(item, n.At) else (
-                (item.start, item.size) if isinstance(item, n.Span) else ()
-            ):
-                if not self.names_ok(sub, scope, "an index"):
+            return _OperandPlan(e, slot, Kind.VALUE)
+        if name not in self.role_regs and isinstance(decl, n.RegDecl):
+            self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
+            return None
+        for item in index:
+            if isinstance(item, n.At):
+                if not self.names_ok(item.expr, scope, "an index"):
                     return None
-        extents: tuple[n.Expr | int, ...]  # ints: extents known at compile time
-        if isinstance(decl, n.Param):
-            kind, dtype, extents, staged = Kind.GLOBAL, self.model.param_dtype(decl), decl.shape, False
-        elif isinstance(decl, n.Smem):
-            info = self.model.smem.get(decl.name)
-            if info is None:
-                return None
-            kind, dtype, staged = Kind.SHARED, info.dtype, info.stages is not None
-            extents = info.shape
+            elif isinstance(item, n.Span):
+                if not (self.names_ok(item.start, scope, "an index") and self.names_ok(item.size, scope, "an index")):
+                    return None
+        if isinstance(decl, n.Smem):
+            if decl.name not in self.rings:
+                return None  # its declaration is in error
+            kind, staged, rank = Kind.SHARED, self.rings[decl.name], len(decl.shape)
+        elif isinstance(decl, n.Param):
+            kind, staged, rank = Kind.GLOBAL, False, len(decl.shape)
         elif isinstance(decl, n.Barrier):
-            kind, dtype, staged, extents = Kind.BARRIER, None, decl.stages is not None, ()
+            kind, staged, rank = Kind.BARRIER, decl.stages is not None, 0
         else:
-            info_r = self.model.regs[decl.name]
-            kind, dtype, staged = Kind.REGISTERS, info_r.dtype, False
-            extents = info_r.shape
+            kind, staged, rank = Kind.REGISTERS, False, len(decl.shape)
         if kind not in slot.kinds:
             self.err(
                 codes.OPERANDS, e.loc,
@@ -549,36 +675,27 @@ class KernelChecker:
                 f"{_kind_word(kind)}",
             )  # fmt: skip
             return None
-        index = list(ref_index)
         stage = None
         if staged:
             if index and isinstance(index[0], n.At):
-                stage = index.pop(0).expr
+                stage, index = index[0].expr, index[1:]
             elif kind is Kind.BARRIER or index:
                 self.err(codes.OPERANDS, e.loc, f"`{name}` is a ring: select a stage first, `{name}[s]`")
                 return None
-        if len(index) > len(extents):
-            self.err(
-                codes.OPERANDS, e.loc, f"`{name}` has {len(extents)} dimension(s), indexed with {len(index)}"
-            )  # fmt: skip
+        if len(index) > rank:
+            self.err(codes.OPERANDS, e.loc, f"`{name}` has {rank} dimension(s), indexed with {len(index)}")
             return None
-        shape: list[int | n.Expr] = []
-        for d, ext in enumerate(extents):
-            item = index[d] if d < len(index) else _ALL
-            if isinstance(item, n.At):
-                continue
-            size = item.size if isinstance(item, n.Span) else ext
-            if type(size) is int:
-                shape.append(size)
-                continue
-            v = try_int(size, self.env)  # type: ignore[arg-type]
-            shape.append(v if v is not None else size)
-        if staged and stage is None and kind is not Kind.BARRIER:
-            shape.insert(0, self.model.smem[name].stages or 1)
-        layout = decl.layout if isinstance(decl, n.RegDecl) else None
-        return Operand(e, slot, kind, name, dtype, tuple(shape), decl, stage, tuple(index), transpose, layout)
+        # a position drops its dimension, a slice has its size, `:` and dimensions not indexed keep theirs
+        dims: list[int | n.Expr] = []
+        for d, item in enumerate(index):
+            if not isinstance(item, n.At):
+                dims.append(item.size if isinstance(item, n.Span) else d)
+        dims += range(len(index), rank)
+        layout = decl.layout if kind is Kind.REGISTERS else None
+        ring = staged and stage is None and kind is not Kind.BARRIER
+        return _OperandPlan(e, slot, kind, name, decl, stage, index, transpose, layout, tuple(dims), ring)
 
-    def attributes(self, op: n.Op, prim: Primitive, scope: set[str]) -> None:
+    def attributes(self, op: n.Op, prim: Primitive, scope: Set[str]) -> None:
         sig = prim.signature
         seen: set[str] = set()
         for a in op.attrs:
@@ -602,7 +719,7 @@ class KernelChecker:
                         f"`{a.key}` of `{op.name}` is one of {', '.join(spec.choices)}",
                     )  # fmt: skip
             elif spec.kind == "const":
-                self.const(v, f"attribute `{a.key}` of `{op.name}`")
+                self.steps.append((KernelChecker.attribute, (v, f"attribute `{a.key}` of `{op.name}`")))
             elif spec.kind == "float":
                 if not all(isinstance(s, (n.Num, n.Unary)) or (isinstance(s, n.Name) and s.id == "inf")
                            for s in n.walk_expr(v)):  # fmt: skip
@@ -614,13 +731,28 @@ class KernelChecker:
                 self.err(codes.ATTRIBUTES, op.loc, f"`{op.name}` needs the attribute `{spec.name}=...`")
 
 
+def _name_errors(e: n.Expr, scope: Set[str], what: str) -> list[Diagnostic]:
+    """What is wrong with the names in ``e``: names not in ``scope``, tiles, unknown functions (callers
+    first ask :func:`_clean`, which decides the common case without walking twice)."""
+    out = []
+    for sub in n.walk_expr(e):
+        if isinstance(sub, n.Name) and sub.id not in scope and sub.id != "inf":
+            out.append(codes.UNKNOWN_NAME.at(sub.loc, f"`{sub.id}` is not declared", label=f"in {what}"))
+        elif isinstance(sub, n.Ref):
+            out.append(codes.OPERANDS.at(sub.loc, f"`{sub.name}[...]` is a tile, not a number", label=what))
+        elif isinstance(sub, n.Call) and sub.fn not in ("cdiv", "min", "max"):
+            out.append(codes.UNKNOWN_NAME.at(sub.loc, f"unknown function `{sub.fn}` (known: cdiv, min, max)"))
+    return out
+
 def _names(e: n.Expr) -> set[str]:
+    if type(e) is n.Name:
+        return {e.id}  # type: ignore[attr-defined]
     return {s.id for s in n.walk_expr(e) if isinstance(s, n.Name)}
 
 
-def _clean(e: n.Expr, scope: set[str]) -> bool:
-    """Whether :meth:`KernelChecker.names_ok` finds nothing wrong in ``e`` (False also where it must
-    look: references, unknown functions and expression classes it does not dispatch on here)."""
+def _clean(e: n.Expr, scope: Set[str]) -> bool:
+    """Whether :func:`_name_errors` finds nothing wrong in ``e`` (False also where it must look:
+    references, unknown functions and expression classes it does not dispatch on here)."""
     t = type(e)
     if t is n.Name:
         return e.id in scope or e.id == "inf"  # type: ignore[attr-defined]
@@ -636,8 +768,6 @@ def _clean(e: n.Expr, scope: set[str]) -> bool:
 
 
 _FUNCTIONS = frozenset(("cdiv", "min", "max"))
-#: the whole extent, for dimensions an operand does not index
-_ALL = n.All()
 
 
 def _kind_word(k: Kind) -> str:
@@ -702,7 +832,7 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
             continue
         sizes: dict[str, n.Expr] = {}
         types: dict[str, str] = {}
-        for arg, p in zip(launch.args, k.params, strict=True):
+        for arg, p in zip(launch.args, k.params):  # as many: checked above
             if arg not in tensors:
                 diags.append(codes.LAUNCH.at(launch.loc, f"`{arg}` is not a parameter or buffer of the program"))
                 continue
@@ -721,10 +851,10 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
                     )  # fmt: skip
             elif types.setdefault(p.dtype, dtype) != dtype:
                 diags.append(codes.LAUNCH.at(launch.loc, f"type variable `{p.dtype}` bound to two element types"))
-            for dim, pe in zip(shape, p.shape, strict=True):
+            for dim, pe in zip(shape, p.shape):  # as many: checked above
                 if isinstance(pe, n.Name):
                     prior = sizes.setdefault(pe.id, dim)
-                    if prior != dim:
+                    if prior is not dim and prior != dim:
                         diags.append(
                             codes.LAUNCH.at(launch.loc, f"size `{pe.id}` of `{k.name}` is bound to two "
                                             f"different program sizes")
@@ -782,21 +912,21 @@ def check_module(module: n.Module, primitives: Mapping[str, Primitive], target: 
         # what analyses may memoize across the kernel's specializations (cake_core.verify.domain reads
         # how many share it under "specializations")
         shared: dict[object, object] = {"specializations": len(kernel_specs)}
+        resolved: dict[object, list[list[_Step]]] = {}
         for spec in kernel_specs:
-            model = KernelChecker(k, spec, primitives, target).run()
+            model = KernelChecker(k, spec, primitives, target, resolved).run()
             model.shared = shared
             models[(k.name, spec)] = model
             per_spec += model.diagnostics
-        diags += _merge_specs(per_spec, len(kernel_specs))
+        if per_spec:
+            diags += _merge_specs(per_spec, len(kernel_specs))
     launches, ldiags = bind_program(module)
     diags += ldiags
-    return CheckedModule(module, models, launches, _dedupe(diags))
+    return CheckedModule(module, models, launches, _dedupe(diags) if diags else diags)
 
 
 def _merge_specs(diags: list[Diagnostic], nspecs: int) -> list[Diagnostic]:
     """A finding made under every specialization does not name one."""
-    import collections
-
     counts = collections.Counter((d.code, d.primary, d.message.split(" (with ")[0]) for d in diags)
     out = []
     for d in diags:

@@ -47,6 +47,8 @@ _CUDA = {
 }  # fmt: skip
 
 DTYPE_NAMES = frozenset(d.value for d in DType)
+#: each element type by name: ``DType(name)`` without the enum machinery's call
+DTYPE_BY_NAME: dict[str, DType] = {d.value: d for d in DType}
 
 
 class Tier(enum.StrEnum):
