@@ -74,7 +74,8 @@ A misspelt name would otherwise reach the lowering as undefined C++.
 DUPLICATE_NAME = _code("CK003", "duplicate-name", "a name declared twice in one scope", """
 ## What it checks
 No two declarations in one kernel (parameters, constants, buffers, barriers, roles, register tiles,
-loop variables, lets) share a name, and no kernel or program name repeats in a module.
+loop variables, lets) share a name, no kernel or program name repeats in a module, and no declaration
+takes a built-in word (`inf`, which every evaluator reads as infinity).
 
 ## Why
 Shadowing in a schedule is almost always a mistake, and the lowering maps names one-to-one to C++.

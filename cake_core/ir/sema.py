@@ -20,7 +20,7 @@ import attrs
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError, Label
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import EvalError, evaluate, try_int
+from cake_core.ir.exprs import WORDS, EvalError, evaluate, try_int
 from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
@@ -252,7 +252,9 @@ class KernelChecker:
         seen: dict[str, Loc] = {}
 
         def declare(name: str, loc: Loc, what: str) -> None:
-            if name in seen:
+            if name in WORDS:
+                self.err(codes.DUPLICATE_NAME, loc, _reserved(name, what), label=f"this {what}")
+            elif name in seen:
                 self.err(
                     codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{k.name}`",
                     label=f"second {what}", secondary=(Label(seen[name], "first declared here"),),
@@ -570,7 +572,9 @@ class _Resolver:
                 self.block(s.orelse, scope, seen)
 
     def decl_local(self, name: str, loc: Loc, seen: dict[str, Loc], what: str) -> None:
-        if name in seen:
+        if name in WORDS:
+            self.err(codes.DUPLICATE_NAME, loc, _reserved(name, what), label=f"this {what}")
+        elif name in seen:
             self.err(
                 codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{self.k.name}`",
                 label=f"second declaration ({what})", secondary=(Label(seen[name], "first declared here"),),
@@ -744,6 +748,13 @@ def _name_errors(e: n.Expr, scope: Set[str], what: str) -> list[Diagnostic]:
             out.append(codes.UNKNOWN_NAME.at(sub.loc, f"unknown function `{sub.fn}` (known: cdiv, min, max)"))
     return out
 
+def _reserved(name: str, what: str) -> str:
+    """The message for a declaration of a built-in word (``inf``): every evaluator of Cake (the
+    interpreter, the protocol replay, the lowering to CUDA) reads the word as its built-in value, so a
+    kernel may not give it another."""
+    return f"`{name}` is a built-in constant ({WORDS[name]}); it cannot name a {what}"
+
+
 def _names(e: n.Expr) -> set[str]:
     if type(e) is n.Name:
         return {e.id}  # type: ignore[attr-defined]
@@ -807,6 +818,7 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
     prog = module.entry
     diags: list[Diagnostic] = []
     tensors: dict[str, tuple[str, tuple[n.Expr, ...], Loc]] = {}
+    scalars = {p.name for p in prog.params if p.tier == "scalar"}
     for p in prog.params:
         tensors[p.name] = (p.dtype, p.shape, p.loc)
     names = {k.name for k in module.kernels}
@@ -837,7 +849,15 @@ def bind_program(module: n.Module) -> tuple[list[LaunchModel], list[Diagnostic]]
                 diags.append(codes.LAUNCH.at(launch.loc, f"`{arg}` is not a parameter or buffer of the program"))
                 continue
             dtype, shape, _ = tensors[arg]
-            if p.tier == "scalar" or len(shape) != len(p.shape):
+            if (p.tier == "scalar") != (arg in scalars):
+                diags.append(
+                    codes.LAUNCH.at(launch.loc, f"`{arg}` is {'a scalar' if arg in scalars else 'a tensor'}, "
+                                    f"parameter `{p.name}` of `{k.name}` takes "
+                                    f"{'a scalar' if p.tier == 'scalar' else 'a tensor'}",
+                                    secondary=(Label(p.loc, "parameter"),))
+                )  # fmt: skip
+                continue
+            if len(shape) != len(p.shape):
                 diags.append(
                     codes.LAUNCH.at(launch.loc, f"`{arg}` has rank {len(shape)}, parameter `{p.name}` of "
                                     f"`{k.name}` rank {len(p.shape)}", secondary=(Label(p.loc, "parameter"),))

@@ -242,3 +242,52 @@ def test_describe_specs() -> None:
     assert describe_specs([s for s in every if s.env["T"] == "f16" and s.env["D"] == 64], every) == "T=f16, D=64"
     odd = [every[0], every[4]]  # (bf16, 64) and (f16, 128): not a box
     assert describe_specs(odd, every) == "T=bf16,D=64; T=f16,D=128"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        ("const R = 128", "const R = 128, inf = 3", "constant"),
+        ("    fill s, value=0.0", "    let inf = 2\n    fill s, value=0.0", "let"),
+        ("out: global f32[N])", "out: global f32[N], inf: scalar i32)", "parameter"),
+    ],
+)
+def test_the_builtin_word_inf_names_nothing(registry_with, old: str, new: str, what: str) -> None:
+    """Every evaluator reads `inf` as infinity (the interpreter, the protocol replay, the CUDA lowering), so a
+    declaration may not give it another value: one CK003 at the declaration."""
+    assert old in KERNEL_OK
+    diags = _run(registry_with, KERNEL_OK.replace(old, new))
+    errors = [d for d in diags if d.is_error]
+    assert [d.code for d in errors] == ["CK003"]
+    assert errors[0].message == f"`inf` is a built-in constant (inf); it cannot name a {what}"
+    assert errors[0].primary.line == next(i for i, line in enumerate(KERNEL_OK.replace(old, new).splitlines(), 1)
+                                          if "inf" in line)
+
+
+SCALAR_KERNEL = KERNEL_OK.replace("out: global f32[N])", "out: global f32[N], lim: scalar i32)").replace(
+    "    sumsq s <- x[t * R : +R, :], oob=zero", "    if t < lim:\n      sumsq s <- x[t * R : +R, :], oob=zero"
+)
+
+
+def test_a_kernel_with_a_scalar_parameter_type_checks(registry_with) -> None:
+    """A scalar parameter is bound by the implicit program's scalar (it used to be refused as a rank mismatch)."""
+    assert "lim: scalar i32" in SCALAR_KERNEL and "if t < lim:" in SCALAR_KERNEL
+    assert [d for d in _run(registry_with, SCALAR_KERNEL) if d.is_error] == []
+
+
+@pytest.mark.parametrize(
+    ("program_param", "message"),
+    [
+        ("lim: global i32[N]", "`lim` is a tensor, parameter `lim` of `k` takes a scalar"),
+        ("lim: scalar i32", None),
+    ],
+)
+def test_a_launch_passes_scalars_to_scalars_only(registry_with, program_param: str, message: str | None) -> None:
+    text = SCALAR_KERNEL + (
+        f"\nprogram p(x: global f32[N, D], out: global f32[N], {program_param})\n"
+        "  domain N >= 1, D in {64, 128, 256}\n"
+        "  launch k(x, out, lim)\n"
+    )
+    errors = [d for d in _run(registry_with, text) if d.is_error]
+    assert [d.message for d in errors] == ([message] if message else [])
+    assert all(d.code == "CK009" for d in errors)
