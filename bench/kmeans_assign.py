@@ -136,7 +136,7 @@ def main() -> int:
     with GpuRunner() as oracle_runner:
         for cell in cells:
             shape, dtype = cell.shape, cell.dtype
-            B, N, K, D = shape["B"], shape["N"], shape["K"], shape["D"]
+            B, N = shape["B"], shape["N"]
 
             def fresh(seed: int):
                 host = problem.make_inputs(shape, dtype, seed)

@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEDULES = ROOT / "cake_core/problems/kmeans_assign/schedules"
-CORPUS = ROOT / "plugins/verifier_rules/cake-rules-core/tests/corpus"
-FIXTURES = ROOT / "plugins/verifier_rules/cake-rules-core/tests/fixture_primitives.py"
+from benchlib import CORPUS, ROOT, SCHEDULES, commit, registry
 
 
 #: Survivors analysed by hand (the pipeline marks them missed: nothing automatic shows them harmless).
@@ -58,18 +53,6 @@ def argued(outcome: Any) -> str:
     """The hand analysis of a survivor, if it has one."""
     m = outcome.mutant
     return ARGUED.get((Path(outcome.file).name, m.loc.line, m.operator, m.variant), "")
-
-
-def registry() -> Any:
-    """Every installed plugin and the corpus's fixture primitives (some corpus files use them)."""
-    from cake_core import plugins
-
-    spec = importlib.util.spec_from_file_location("cake_rules_core_fixture_primitives", FIXTURES)
-    assert spec is not None and spec.loader is not None
-    fixtures = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = fixtures
-    spec.loader.exec_module(fixtures)
-    return plugins.load(extra=[fixtures])
 
 
 def subjects(reg: Any, only: str | None) -> list[Any]:
@@ -146,15 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     summaries = summarize(outcomes, classes)
     survivors = [o for o in outcomes if o.fate in (Fate.EQUIVALENT, Fate.MISSED)]
     date = dt.date.today().isoformat()
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                check=True).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
     record = {
         "report": "mutation",
         "date": date,
-        "commit": commit + "+uncommitted",
+        "commit": commit(),
         "seconds": round(time.perf_counter() - start, 1),
         "rules": reg.names("rules"),
         "subjects": sorted({o.file for o in outcomes}),

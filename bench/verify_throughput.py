@@ -27,46 +27,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import importlib.util
 import json
 import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEDULES = ROOT / "cake_core/problems/kmeans_assign/schedules"
-CORPUS = ROOT / "plugins/verifier_rules/cake-rules-core/tests/corpus"
-FIXTURES = ROOT / "plugins/verifier_rules/cake-rules-core/tests/fixture_primitives.py"
-
-
-def registry() -> Any:
-    """Every installed plugin and the corpus's fixture primitives (some corpus files use them)."""
-    from cake_core import plugins
-
-    spec = importlib.util.spec_from_file_location("cake_rules_core_fixture_primitives", FIXTURES)
-    assert spec is not None and spec.loader is not None
-    fixtures = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = fixtures
-    spec.loader.exec_module(fixtures)
-    return plugins.load(extra=[fixtures])
+from benchlib import CORPUS, ROOT, SCHEDULES, commit, registry
 
 
 def base_files() -> list[Path]:
     return sorted(SCHEDULES.glob("*.cake")) + sorted(CORPUS.rglob("*.cake"))
-
-
-def target_of(text: str) -> str:
-    from cake_core.verify.expectations import TARGET_LINE
-
-    m = TARGET_LINE.fullmatch(text.splitlines()[0].strip()) if text else None
-    return m["target"] if m else "h200"
 
 
 def _edits(base: list[str], mutant: list[str]) -> list[tuple[int, int, list[str]]]:
@@ -101,6 +77,7 @@ def make_mutants(count: int, seed: int, reg: Any) -> list[tuple[str, str, str]]:
     from cake_core.ir.parser import parse
     from cake_core.ir.printer import print_module
     from cake_core.mutate import EXTRA_OPERATORS, OPERATORS, mutants
+    from cake_core.verify.expectations import named_target
 
     prims = {p.name: p for p in reg.values("primitives")}
     rng = random.Random(seed)
@@ -119,7 +96,7 @@ def make_mutants(count: int, seed: int, reg: Any) -> list[tuple[str, str, str]]:
             if e:
                 first.append(e)
         if first:
-            bases.append((str(path.relative_to(ROOT)), target_of(text), printed, first))
+            bases.append((str(path.relative_to(ROOT)), named_target(text) or "h200", printed, first))
             seen.add(structural_hash(module))
     out: list[tuple[str, str, str]] = []
     attempts = 0
@@ -186,17 +163,6 @@ def _machine() -> dict[str, Any]:
             "platform": platform.platform()}  # fmt: skip
 
 
-def _commit() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.strip()  # fmt: skip
-        return rev + ("+uncommitted" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=10_000)
@@ -241,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "verify-throughput",
         "date": dt.date.today().isoformat(),
         "machine": _machine(),
-        "commit": _commit(),
+        "commit": commit(),
         "rules": reg.names("rules"),
         "counts": {"kernels": len(items), "bases": len(per_base), "schedule_mutants": len(schedules),
                    "corpus_mutants": len(corpus), "outcomes": result["outcomes"]},  # fmt: skip

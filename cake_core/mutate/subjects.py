@@ -33,7 +33,7 @@ from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind, Primitive
 from cake_core.ir.sema import CheckedModule, check_module
 from cake_core.ir.types import DTYPE_NAMES
-from cake_core.verify.expectations import TARGET_LINE
+from cake_core.verify.expectations import named_target
 
 #: operations one interpreter run may execute: a mutant that spins is stopped (a finding), not waited on
 MAX_STEPS = 200_000
@@ -288,9 +288,7 @@ class Subject:
     @classmethod
     def load(cls, path: str, text: str, primitives: Mapping[str, Primitive], problem: Any = None) -> Subject:
         """Parse ``text``; with ``problem`` its oracle judges runs, else the original's own runs do."""
-        first = text.splitlines()[0].strip() if text else ""
-        m = TARGET_LINE.fullmatch(first)
-        target = m["target"] if m else DEFAULT_TARGET
+        target = named_target(text) or DEFAULT_TARGET
         module = parse(text, path)
         checked = check_module(module, primitives)  # no target: SMS comes from each run
         if problem is not None:

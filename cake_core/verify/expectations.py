@@ -87,11 +87,18 @@ class Outcome:
         return "\n".join(out)
 
 
+def named_target(text: str) -> str | None:
+    """The target a kernel file names on its first line (``# target: NAME``), or None."""
+    lines = text.splitlines()
+    m = TARGET_LINE.fullmatch(lines[0].strip()) if lines else None
+    return m["target"] if m else None
+
+
 def parse_expectations(text: str, path: str = "<string>") -> tuple[str, tuple[Expectation, ...]]:
     """The target named on the first line and every expectation, in line order."""
     lines = text.splitlines()
-    m = TARGET_LINE.fullmatch(lines[0].strip()) if lines else None
-    if m is None:
+    target = named_target(text)
+    if target is None:
         raise ExpectationError(f"{path}: the first line must name the target: `# target: NAME`")
     found: list[Expectation] = []
     for number, line in enumerate(lines, start=1):
@@ -109,7 +116,7 @@ def parse_expectations(text: str, path: str = "<string>") -> tuple[str, tuple[Ex
                 if not CODE.fullmatch(code):
                     raise ExpectationError(f"{path}:{number}: `{code}` is not a diagnostic code (`CR102`)")
                 found.append(Expectation(number, Severity(em["severity"]), code))
-    return m["target"], tuple(sorted(set(found)))
+    return target, tuple(sorted(set(found)))
 
 
 def compare(expected: Iterable[Expectation], diagnostics: Iterable[Diagnostic]) -> tuple[

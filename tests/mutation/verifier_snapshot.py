@@ -62,11 +62,9 @@ def registry() -> Any:
 
 
 def target_of(text: str) -> str:
-    from cake_core.verify.expectations import TARGET_LINE
+    from cake_core.verify.expectations import named_target
 
-    first = text.splitlines()[0].strip() if text else ""
-    m = TARGET_LINE.fullmatch(first)
-    return m["target"] if m else "h200"
+    return named_target(text) or "h200"
 
 
 # ---------------------------------------------------------------------------------------------------

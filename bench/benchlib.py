@@ -1,0 +1,44 @@
+"""What the benchmark scripts of this folder share: where the kernels they read live, the registry the
+corpus is verified with, and the commit a record names.
+
+The scripts run as ``python bench/NAME.py``, so this folder is on their import path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULES = ROOT / "cake_core/problems/kmeans_assign/schedules"
+CORPUS = ROOT / "plugins/verifier_rules/cake-rules-core/tests/corpus"
+FIXTURES = ROOT / "plugins/verifier_rules/cake-rules-core/tests/fixture_primitives.py"
+
+
+def registry() -> Any:
+    """Every installed plugin and the corpus's fixture primitives (some corpus files use them)."""
+    from cake_core import plugins
+
+    name = "cake_rules_core_fixture_primitives"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return plugins.load(extra=[sys.modules[name]])
+
+
+def commit() -> str:
+    """The short hash of HEAD, with ``+uncommitted`` when the tree has changes; ``unknown`` outside git."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.strip()  # fmt: skip
+        return rev + ("+uncommitted" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
