@@ -57,16 +57,22 @@ def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., object]:
     slow = lambda *values: cls(**dict(zip(fields, values, strict=True)))  # noqa: E731
     if not simple:
         return slow
-    # setting attributes the ordinary way: both slot hooks (__setattr__, __delattr__) back to object's
+    # object's own attribute setting (both hooks of that slot: __setattr__ and __delattr__) and __init__,
+    # so that `_builder()` is a bare instance and `o.name = value` a plain slot store
     builder = type(
         f"_Building{cls.__name__}",
         (cls,),
-        {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__},
+        {
+            "__slots__": (),
+            "__setattr__": object.__setattr__,
+            "__delattr__": object.__delattr__,
+            "__init__": object.__init__,
+        },
     )
     args = ", ".join(fields)
     body = "".join(f"    o.{name} = {name}\n" for name in fields)
-    code = f"def make({args}):\n    o = _new(_builder)\n{body}    o.__class__ = _cls\n    return o\n"
-    namespace: dict[str, object] = {"_new": object.__new__, "_builder": builder, "_cls": cls}
+    code = f"def make({args}):\n    o = _builder()\n{body}    o.__class__ = _cls\n    return o\n"
+    namespace: dict[str, object] = {"_builder": builder, "_cls": cls}
     exec(code, namespace)  # noqa: S102 - source built from attrs field names
     make = namespace["make"]
     sample = tuple(range(len(fields)))
