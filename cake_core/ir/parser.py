@@ -3,8 +3,8 @@
 The grammar knows declarations and control flow; operations are all parsed in one generic form,
 ``name outs <- ins, key=value, ...``, so a primitive from a plugin needs no change here.
 
-The parser reads the lexer's raw tokens (:func:`cake_core.ir.lexer.scan`): it matches on each token's
-key, and makes a source location only where a node or a diagnostic keeps one.
+The parser reads the lexer's scanned tokens (:func:`cake_core.ir.lexer.scan`): it matches on each
+token's text, and makes a source location only where a node or a diagnostic keeps one.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
-from cake_core.ir.lexer import RawToken, describe, scan
+from cake_core.ir.lexer import DEDENT, EOF, INDENT, NEWLINE, describe, scan
 from cake_core.ir.location import Loc
 
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_DIGITS = frozenset("0123456789")
 KEYWORDS = frozenset(
     "kernel program domain const grid over cta smem barrier role for in if else let reg layout "
     "launch buffer warps per regs step and or not global scalar occupancy cluster swizzle pad "
@@ -33,11 +35,16 @@ def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., object]:
     """A constructor ``maker(*values)`` for the attrs class ``cls``, one value per name of ``fields``
     (every field of the class, in any order), that fills the instance's slots directly.
 
-    The parser builds hundreds of expression nodes and locations per kernel; attrs' generated
-    ``__init__`` (frozen, slotted) costs about twice as much. The shortcut is taken only where it builds
-    the very same object: a slotted attrs class without validators, ``__attrs_post_init__`` or custom
-    ``__setattr__`` hooks, whose only converter is ``tuple`` (the parser always passes tuples). Any
-    other class gets its own constructor, called with keywords.
+    The parser builds a hundred nodes and as many locations per kernel, and a frozen class's
+    ``__init__`` sets each field through ``object.__setattr__`` (about a third of a parse's cost). The maker
+    builds the instance as a private subclass that adds nothing to ``cls`` but plain attribute setting
+    (so each field is a direct slot store), then makes it a ``cls`` by ``__class__`` assignment, which
+    Python allows between such layout-identical classes: what it returns is a ``cls`` like any other
+    (the builder shows only in ``cls.__subclasses__()``; the JSON form lists its classes by name).
+    The shortcut is taken only where that builds the very same object (checked here on a sample): a
+    slotted attrs class without validators, ``__attrs_post_init__`` or ``on_setattr`` hooks, whose only
+    converter is ``tuple`` (the parser always passes tuples). Any other class gets its own constructor,
+    called with keywords.
     """
     import attrs as _attrs
 
@@ -48,19 +55,35 @@ def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., object]:
         and not hasattr(cls, "__attrs_post_init__")
         and all(f.validator is None and f.on_setattr is None and f.converter in (None, tuple) for f in declared)
     )
+    slow = lambda *values: cls(**dict(zip(fields, values, strict=True)))  # noqa: E731
     if not simple:
-        return lambda *values: cls(**dict(zip(fields, values, strict=True)))
-    setters = {}
-    for name in fields:
-        owner = next(c for c in cls.__mro__ if name in c.__dict__)
-        setters[name] = owner.__dict__[name].__set__
+        return slow
+    # object's own attribute setting (both hooks of that slot: __setattr__ and __delattr__) and __init__,
+    # so that `_builder()` is a bare instance and `o.name = value` a plain slot store
+    builder = type(
+        f"_Building{cls.__name__}",
+        (cls,),
+        {
+            "__slots__": (),
+            "__setattr__": object.__setattr__,
+            "__delattr__": object.__delattr__,
+            "__init__": object.__init__,
+        },
+    )
     args = ", ".join(fields)
-    body = "".join(f"    _set_{name}(o, {name})\n" for name in fields)
-    code = f"def make({args}):\n    o = _new(_cls)\n{body}    return o\n"
-    namespace: dict[str, object] = {"_new": object.__new__, "_cls": cls}
-    namespace.update({f"_set_{name}": setter for name, setter in setters.items()})
+    body = "".join(f"    o.{name} = {name}\n" for name in fields)
+    code = f"def make({args}):\n    o = _builder()\n{body}    o.__class__ = _cls\n    return o\n"
+    namespace: dict[str, object] = {"_builder": builder, "_cls": cls}
     exec(code, namespace)  # noqa: S102 - source built from attrs field names
-    return namespace["make"]  # type: ignore[return-value]
+    make = namespace["make"]
+    sample = tuple(range(len(fields)))
+    try:
+        made = make(*sample)  # type: ignore[operator]
+    except TypeError:  # a layout Python will not reassign
+        return slow
+    if type(made) is not cls or any(getattr(made, f) != v for f, v in zip(fields, sample)):
+        return slow
+    return make  # type: ignore[return-value]
 
 
 _loc = _maker(Loc, ("file", "line", "col", "end_line", "end_col"))
@@ -75,6 +98,26 @@ _span = _maker(n.Span, ("start", "size", "loc"))
 _all = _maker(n.All, ("loc",))
 _attr = _maker(n.Attr, ("key", "value", "loc"))
 _op = _maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
+_let = _maker(n.Let, ("name", "value", "loc"))
+_for = _maker(n.For, ("var", "start", "stop", "step", "body", "loc"))
+_if = _maker(n.If, ("cond", "then", "orelse", "loc"))
+_layout = _maker(n.Layout, ("name", "args", "loc"))
+_reg_decl = _maker(n.RegDecl, ("name", "dtype", "shape", "layout", "loc"))
+_param = _maker(n.Param, ("name", "tier", "dtype", "shape", "loc"))
+_constraint = _maker(n.Constraint, ("var", "op", "values", "loc"))
+_const = _maker(n.Const, ("name", "value", "loc"))
+_grid = _maker(n.Grid, ("vars", "extents", "loc"))
+_cta = _maker(n.Cta, ("warps", "occupancy", "cluster", "loc"))
+_smem = _maker(n.Smem, ("name", "dtype", "shape", "stages", "swizzle", "pad", "align", "loc"))
+_barrier = _maker(n.Barrier, ("name", "kind", "count", "stages", "loc"))
+_role = _maker(n.Role, ("name", "warp_start", "warp_stop", "per", "regs", "body", "loc"))
+_kernel = _maker(
+    n.Kernel, ("name", "params", "domain", "consts", "grid", "cta", "smem", "barriers", "roles", "loc")
+)
+_buffer = _maker(n.Buffer, ("name", "dtype", "shape", "loc"))
+_launch = _maker(n.Launch, ("kernel", "args", "loc"))
+_program = _maker(n.Program, ("name", "params", "domain", "buffers", "launches", "loc"))
+_module = _maker(n.Module, ("kernels", "program", "path"))
 
 # binding levels of the expression grammar, loosest first (`not` is a prefix between `and` and comparisons)
 _OR, _AND, _NOT, _CMP, _ADD, _MUL = range(1, 7)
@@ -87,28 +130,24 @@ _BINARY = {
 class Parser:
     def __init__(self, text: str, file: str) -> None:
         self.file = file
-        self.toks: list[RawToken] = scan(text, file)
+        self.toks, self.lines, self.cols, self.ends = scan(text, file)
         self.i = 0
 
     # -- token helpers -------------------------------------------------------------------------------
 
-    def kind(self) -> str:
-        return self.toks[self.i][1]
-
     def what(self, i: int | None = None) -> str:
         """The current (or ``i``-th) token in words, for messages."""
-        t = self.toks[self.i if i is None else i]
-        return describe(t[1], t[2])
+        return describe(self.toks[self.i if i is None else i])
 
     def loc(self, i: int) -> Loc:
-        t = self.toks[i]
-        return _loc(self.file, t[3], t[4], t[3], t[5])  # type: ignore[return-value]
+        line = self.lines[i]
+        return _loc(self.file, line, self.cols[i], line, self.ends[i])  # type: ignore[return-value]
 
     def at(self, text: str) -> bool:
-        return self.toks[self.i][0] == text
+        return self.toks[self.i] == text
 
     def accept(self, text: str) -> bool:
-        if self.toks[self.i][0] == text:
+        if self.toks[self.i] == text:
             self.i += 1
             return True
         return False
@@ -118,42 +157,41 @@ class Parser:
 
     def expect(self, text: str, context: str = "") -> int:
         """Consume the token ``text`` and return its index; a syntax error when it is not next."""
-        if self.toks[self.i][0] != text:
+        if self.toks[self.i] != text:
             where = f" {context}" if context else ""
             raise self.error(f"expected `{text}`{where}, found {self.what()}")
         self.i += 1
         return self.i - 1
 
-    def expect_kind(self, kind: str, what: str) -> int:
-        if self.toks[self.i][1] != kind:
+    def indent(self, what: str) -> None:
+        if self.toks[self.i] != INDENT:
             raise self.error(f"expected {what}, found {self.what()}")
         self.i += 1
-        return self.i - 1
 
     def ident(self, what: str = "a name") -> str:
         t = self.toks[self.i]
-        if t[1] != "NAME" or t[2] in KEYWORDS or "." in t[2]:
-            raise self.error(f"expected {what}, found {describe(t[1], t[2])}")
+        if t[0] not in _NAME_START or t in KEYWORDS or "." in t:
+            raise self.error(f"expected {what}, found {describe(t)}")
         self.i += 1
-        return t[2]
+        return t
 
     def newline(self, context: str) -> None:
-        if self.toks[self.i][1] != "NEWLINE":
+        if self.toks[self.i] != NEWLINE:
             raise self.error(f"expected end of line {context}, found {self.what()}")
         self.i += 1
 
     def span(self, start: int) -> Loc:
         """From the start of token ``start`` to the end of the last token consumed."""
-        a, b = self.toks[start], self.toks[self.i - 1]
-        return _loc(self.file, a[3], a[4], b[3], b[5])  # type: ignore[return-value]
+        lines, end = self.lines, self.i - 1
+        return _loc(self.file, lines[start], self.cols[start], lines[end], self.ends[end])  # type: ignore[return-value]
 
     # -- module --------------------------------------------------------------------------------------
 
     def module(self) -> n.Module:
         kernels: list[n.Kernel] = []
         program: n.Program | None = None
-        while self.kind() != "EOF":
-            if self.kind() == "NEWLINE":
+        while self.toks[self.i] != EOF:
+            if self.toks[self.i] == NEWLINE:
                 self.i += 1
             elif self.at("kernel"):
                 kernels.append(self.kernel())
@@ -167,7 +205,7 @@ class Parser:
             raise DiagnosticError(
                 [SYNTAX.at(self.loc(self.i), "a module needs at least one `kernel`", label="file ends here")]
             )
-        return n.Module(tuple(kernels), program, path=self.file)
+        return _module(tuple(kernels), program, self.file)
 
     def params(self) -> tuple[n.Param, ...]:
         self.expect("(", "before the parameters")
@@ -180,10 +218,10 @@ class Parser:
                 dtype = self.ident("an element type")
                 self.expect("[", "before the parameter's shape")
                 shape = self.expr_list("]")
-                params.append(n.Param(name, "global", dtype, shape, loc=self.span(start)))
+                params.append(_param(name, "global", dtype, shape, self.span(start)))
             elif self.accept("scalar"):
                 dtype = self.ident("an element type")
-                params.append(n.Param(name, "scalar", dtype, (), loc=self.span(start)))
+                params.append(_param(name, "scalar", dtype, (), self.span(start)))
             else:
                 raise self.error(f"expected `global` or `scalar`, found {self.what()}")
             if not self.accept(","):
@@ -200,18 +238,21 @@ class Parser:
             if self.accept("in"):
                 self.expect("{", "before the set of values")
                 values = self.expr_list("}")
-                out.append(n.Constraint(var, "in", values, loc=self.span(start)))
+                out.append(_constraint(var, "in", values, self.span(start)))
             elif self.at(">=") or self.at("<="):
-                op = self.toks[self.i][2]
+                op = self.toks[self.i]
                 self.i += 1
-                out.append(n.Constraint(var, op, (self.expr(),), loc=self.span(start)))
+                out.append(_constraint(var, op, (self.expr(),), self.span(start)))
             elif self.accept("%"):
                 m = self.expr(_ADD)
                 self.expect("==", "in a divisibility clause (`N % 8 == 0`)")
-                zero = self.expect_kind("NUMBER", "`0`")
-                if self.toks[zero][2] != "0":
-                    raise self.error("a divisibility clause ends in `== 0`", zero)
-                out.append(n.Constraint(var, "%", (m,), loc=self.span(start)))
+                zero = self.toks[self.i]
+                if zero[0] not in _DIGITS or zero[-1] == "B":
+                    raise self.error(f"expected `0`, found {describe(zero)}")
+                if zero != "0":
+                    raise self.error("a divisibility clause ends in `== 0`")
+                self.i += 1
+                out.append(_constraint(var, "%", (m,), self.span(start)))
             else:
                 raise self.error(
                     f"expected `in`, `>=`, `<=` or `%` in a domain clause, found {self.what()}",
@@ -226,10 +267,10 @@ class Parser:
         name = self.ident("a program name")
         params = self.params()
         self.newline("after the program header")
-        self.expect_kind("INDENT", "an indented program body")
+        self.indent("an indented program body")
         domain: list[n.Constraint] = []
         buffers, launches = [], []
-        while self.kind() != "DEDENT":
+        while self.toks[self.i] != DEDENT:
             s = self.i
             if self.at("domain"):
                 domain += self.domain()
@@ -240,7 +281,7 @@ class Parser:
                 dtype = self.ident("an element type")
                 self.expect("[")
                 shape = self.expr_list("]")
-                buffers.append(n.Buffer(bname, dtype, shape, loc=self.span(s)))
+                buffers.append(_buffer(bname, dtype, shape, self.span(s)))
             elif self.accept("launch"):
                 kname = self.ident("a kernel name")
                 self.expect("(")
@@ -250,12 +291,12 @@ class Parser:
                     if not self.accept(","):
                         break
                 self.expect(")")
-                launches.append(n.Launch(kname, tuple(args), loc=self.span(s)))
+                launches.append(_launch(kname, tuple(args), self.span(s)))
             else:
                 raise self.error(f"expected `domain`, `buffer` or `launch`, found {self.what()}")
             self.newline("after a program item")
         self.i += 1
-        return n.Program(name, params, tuple(domain), tuple(buffers), tuple(launches), loc=self.loc(start))
+        return _program(name, params, tuple(domain), tuple(buffers), tuple(launches), self.loc(start))
 
     # -- kernel --------------------------------------------------------------------------------------
 
@@ -264,7 +305,7 @@ class Parser:
         name = self.ident("a kernel name")
         params = self.params()
         self.newline("after the kernel header")
-        self.expect_kind("INDENT", "an indented kernel body")
+        self.indent("an indented kernel body")
         domain: list[n.Constraint] = []
         consts: list[n.Const] = []
         grid = cta = None
@@ -272,9 +313,9 @@ class Parser:
         barriers: list[n.Barrier] = []
         roles: list[n.Role] = []
         toks = self.toks
-        while toks[self.i][1] != "DEDENT":
+        while toks[self.i] != DEDENT:
             s = self.i
-            key = toks[s][0]
+            key = toks[s]
             if key == "domain":
                 domain += self.domain()
                 self.newline("after the domain")
@@ -284,7 +325,7 @@ class Parser:
                     cs = self.i
                     cname = self.ident("a constant name")
                     self.expect("=")
-                    consts.append(n.Const(cname, self.expr(), loc=self.span(cs)))
+                    consts.append(_const(cname, self.expr(), self.span(cs)))
                     if not self.accept(","):
                         break
                 self.newline("after the constants")
@@ -302,7 +343,7 @@ class Parser:
                 self.expect("over")
                 self.expect("(")
                 extents = self.expr_list(")")
-                grid = n.Grid(tuple(gvars), extents, loc=self.span(s))
+                grid = _grid(tuple(gvars), extents, self.span(s))
                 self.newline("after the grid")
             elif key == "cta":
                 self.i += 1
@@ -315,7 +356,7 @@ class Parser:
                 if self.accept("cluster"):
                     self.expect("(")
                     cluster = self.expr_list(")")
-                cta = n.Cta(warps, occupancy, cluster, loc=self.span(s))
+                cta = _cta(warps, occupancy, cluster, self.span(s))
                 self.newline("after the cta line")
             elif key == "smem":
                 self.i += 1
@@ -325,13 +366,13 @@ class Parser:
                 self.i += 1
                 bname = self.ident("a barrier name")
                 self.expect(":")
-                kind = self.toks[self.expect("mbarrier", "(the barrier kind)")][2]
+                kind = self.toks[self.expect("mbarrier", "(the barrier kind)")]
                 stages = None
                 if self.accept("["):
                     stages = self.expr()
                     self.expect("]")
                 self.expect("count", "(arrivals per phase)")
-                barriers.append(n.Barrier(bname, kind, self.expr(), stages, loc=self.span(s)))
+                barriers.append(_barrier(bname, kind, self.expr(), stages, self.span(s)))
                 self.newline("after the barrier")
             elif key == "role":
                 roles.append(self.role())
@@ -347,9 +388,9 @@ class Parser:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `cta` line")])
         if not roles:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `role`")])
-        return n.Kernel(
+        return _kernel(
             name, params, tuple(domain), tuple(consts), grid, cta, tuple(smem), tuple(barriers),
-            tuple(roles), loc=self.loc(start),
+            tuple(roles), self.loc(start),
         )  # fmt: skip
 
     def smem(self, start: int) -> n.Smem:
@@ -370,9 +411,9 @@ class Parser:
         while True:
             if self.accept("swizzle"):
                 t = self.toks[self.i]
-                if t[1] != "WORD" or t[2] not in ("32B", "64B", "128B"):
-                    raise self.error(f"expected `32B`, `64B` or `128B` after `swizzle`, found {describe(t[1], t[2])}")
-                swizzle = t[2]
+                if t not in ("32B", "64B", "128B"):
+                    raise self.error(f"expected `32B`, `64B` or `128B` after `swizzle`, found {describe(t)}")
+                swizzle = t
                 self.i += 1
             elif self.accept("pad"):
                 pad = self.expr()
@@ -380,7 +421,7 @@ class Parser:
                 align = self.expr()
             else:
                 break
-        return n.Smem(name, dtype, shape, stages, swizzle, pad, align, loc=self.span(start))
+        return _smem(name, dtype, shape, stages, swizzle, pad, align, self.span(start))
 
     def role(self) -> n.Role:
         start = self.expect("role")
@@ -395,22 +436,22 @@ class Parser:
         self.expect(":", "at the end of the role header")
         self.newline("after the role header")
         body = self.block()
-        return n.Role(name, lo, hi, per, regs, body, loc=header)
+        return _role(name, lo, hi, per, regs, body, header)
 
     # -- statements ----------------------------------------------------------------------------------
 
     def block(self) -> tuple[n.Stmt, ...]:
-        self.expect_kind("INDENT", "an indented block")
+        self.indent("an indented block")
         out = []
         toks = self.toks
-        while toks[self.i][1] != "DEDENT":
+        while toks[self.i] != DEDENT:
             out.append(self.stmt())
         self.i += 1
         return tuple(out)
 
     def stmt(self) -> n.Stmt:
         s = self.i
-        key = self.toks[s][0]
+        key = self.toks[s]
         if key == "for":
             self.i += 1
             var = self.ident("a loop variable")
@@ -422,7 +463,7 @@ class Parser:
             loc = self.span(s)
             self.expect(":", "at the end of the `for` header")
             self.newline("after the `for` header")
-            return n.For(var, lo, hi, step, self.block(), loc=loc)
+            return _for(var, lo, hi, step, self.block(), loc)
         if key == "if":
             self.i += 1
             cond = self.expr()
@@ -435,7 +476,7 @@ class Parser:
                 self.expect(":")
                 self.newline("after `else:`")
                 orelse = self.block()
-            return n.If(cond, then, orelse, loc=loc)
+            return _if(cond, then, orelse, loc)
         if key == "let":
             self.i += 1
             name = self.ident("a name")
@@ -443,7 +484,7 @@ class Parser:
             value = self.expr()
             loc = self.span(s)
             self.newline("after the `let`")
-            return n.Let(name, value, loc=loc)
+            return _let(name, value, loc)
         if key == "reg":
             self.i += 1
             name = self.ident("a register tile name")
@@ -458,14 +499,13 @@ class Parser:
                 largs: tuple[n.Expr, ...] = ()
                 if self.accept("("):
                     largs = self.expr_list(")")
-                layout = n.Layout(lname, largs, loc=self.span(ls))
+                layout = _layout(lname, largs, self.span(ls))
             loc = self.span(s)
             self.newline("after the register tile")
-            return n.RegDecl(name, dtype, shape, layout, loc=loc)
-        t = self.toks[s]
-        if t[1] == "NAME" and t[2] not in KEYWORDS:
+            return _reg_decl(name, dtype, shape, layout, loc)
+        if key[0] in _NAME_START and key not in KEYWORDS:
             return self.op()
-        raise self.error(f"expected a statement, found {describe(t[1], t[2])}")
+        raise self.error(f"expected a statement, found {describe(key)}")
 
     def op(self) -> n.Op:
         s = self.i
@@ -476,29 +516,29 @@ class Parser:
         attrs: list[n.Attr] = []
         cur = ins
         arrow = False
-        if toks[self.i][1] != "NEWLINE":
+        if toks[self.i] != NEWLINE:
             while True:
                 t = toks[self.i]
-                if t[0] == "<-":
+                if t == "<-":
                     self.i += 1
                     if arrow:
                         raise self.error("an operation has one `<-`")
                     arrow = True
                     outs, ins = ins, []
                     cur = ins
-                    if toks[self.i][1] == "NEWLINE":
+                    if toks[self.i] == NEWLINE:
                         break
                     continue
-                if t[1] == "NAME" and toks[self.i + 1][0] == "=":  # a NAME is never the last token (EOF is)
+                if toks[self.i + 1] == "=" and t[0] in _NAME_START:  # never past the end: EOF is last
                     a = self.i
                     self.i += 2
                     value = self.expr()
-                    attrs.append(_attr(t[2], value, self.span(a)))  # type: ignore[arg-type]
+                    attrs.append(_attr(t, value, self.span(a)))  # type: ignore[arg-type]
                 else:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")
                     cur.append(self.expr())
-                key = toks[self.i][0]
+                key = toks[self.i]
                 if key == "<-":
                     continue
                 if key != ",":
@@ -506,7 +546,7 @@ class Parser:
                 self.i += 1
         loc = self.span(s)
         self.newline("after the operation")
-        return _op(toks[s][2], tuple(outs), tuple(ins), tuple(attrs), loc)  # type: ignore[return-value]
+        return _op(toks[s], tuple(outs), tuple(ins), tuple(attrs), loc)  # type: ignore[return-value]
 
     # -- expressions ---------------------------------------------------------------------------------
 
@@ -514,9 +554,9 @@ class Parser:
         """Comma-separated expressions (a trailing comma allowed) up to the bracket ``close``."""
         out = []
         toks = self.toks
-        while toks[self.i][0] != close:
+        while toks[self.i] != close:
             out.append(self.expr())
-            if toks[self.i][0] != ",":
+            if toks[self.i] != ",":
                 break
             self.i += 1
         self.expect(close)
@@ -532,17 +572,17 @@ class Parser:
         binding tighter than ``and``. ``ceiling`` is the loosest operator the loop may still take.
         """
         toks = self.toks
-        t = toks[self.i]
-        if level <= _NOT and t[0] == "not":
+        s = self.i
+        if level <= _NOT and toks[s] == "not":
             self.i += 1
             operand = self.expr(_NOT)
-            left = _unary("not", operand, _from_token(self.file, t, operand))  # type: ignore[assignment]
+            left = _unary("not", operand, self.prefixed(s, operand))  # type: ignore[assignment]
             ceiling = _AND
         else:
             left = self.operand()
             ceiling = _MUL
         while True:
-            op = toks[self.i][0]
+            op = toks[self.i]
             prec = _BINARY.get(op)
             if prec is None or prec < level or prec > ceiling:
                 return left  # type: ignore[no-any-return]
@@ -558,51 +598,58 @@ class Parser:
         toks = self.toks
         s = self.i
         t = toks[s]
-        kind, text = t[1], t[2]
-        if kind == "NAME" and text not in KEYWORDS and "." not in text:
+        c = t[0]
+        if c in _NAME_START and t not in KEYWORDS and "." not in t:
             self.i = s + 1
-            key = toks[s + 1][0]
+            key = toks[s + 1]
             if key == "(":
                 self.i += 1
                 args = self.expr_list(")")
-                return _call(text, args, self.span(s))  # type: ignore[return-value]
+                return _call(t, args, self.span(s))  # type: ignore[return-value]
             if key != "[" and key != "^T":
-                return _name(text, _loc(self.file, t[3], t[4], t[3], t[5]))  # type: ignore[return-value]
+                line = self.lines[s]
+                return _name(t, _loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
             index: list[n.Idx] = []
-            while toks[self.i][0] == "[":
+            while toks[self.i] == "[":
                 self.i += 1
-                while toks[self.i][0] != "]":
+                while toks[self.i] != "]":
                     index.append(self.index_item())
-                    if toks[self.i][0] != ",":
+                    if toks[self.i] != ",":
                         break
                     self.i += 1
                 self.expect("]")
             transpose = self.accept("^T")
             if index or transpose:
-                return _ref(text, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
+                return _ref(t, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
             # `x[]`: a plain name, located at the name alone
-            return _name(text, self.loc(s))  # type: ignore[return-value]
-        if kind == "NUMBER":
+            return _name(t, self.loc(s))  # type: ignore[return-value]
+        if c in _DIGITS and t[-1] != "B":
             self.i = s + 1
-            v: int | float = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
-            return _num(v, _loc(self.file, t[3], t[4], t[3], t[5]))  # type: ignore[return-value]
-        if t[0] == "-":
+            v: int | float = float(t) if ("." in t or "e" in t or "E" in t) else int(t)
+            line = self.lines[s]
+            return _num(v, _loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
+        if t == "-":
             self.i = s + 1
             operand = self.operand()
-            loc = _from_token(self.file, t, operand)
+            loc = self.prefixed(s, operand)
             if isinstance(operand, n.Num):
                 return _num(-operand.value, loc)  # type: ignore[return-value]
             return _unary("-", operand, loc)  # type: ignore[return-value]
-        if t[0] == "(":
+        if t == "(":
             self.i = s + 1
             e = self.expr()
             self.expect(")")
             return e
-        raise self.error(f"expected an expression, found {describe(kind, text)}")
+        raise self.error(f"expected an expression, found {describe(t)}")
+
+    def prefixed(self, start: int, operand: n.Expr) -> Loc:
+        """The span of the prefix operator at token ``start`` and its ``operand``."""
+        b = operand.loc
+        return _loc(self.file, self.lines[start], self.cols[start], b.end_line, b.end_col)  # type: ignore[return-value]
 
     def index_item(self) -> n.Idx:
         s = self.i
-        if self.toks[s][0] == ":":
+        if self.toks[s] == ":":
             self.i += 1
             return _all(self.loc(s))  # type: ignore[return-value]
         start = self.expr()
@@ -611,12 +658,6 @@ class Parser:
             size = self.expr()
             return _span(start, size, self.span(s))  # type: ignore[return-value]
         return _at(start, self.span(s))  # type: ignore[return-value]
-
-
-def _from_token(file: str, tok: RawToken, operand: n.Expr) -> Loc:
-    """The span of a prefix operator ``tok`` and its operand."""
-    b = operand.loc
-    return _loc(file, tok[3], tok[4], b.end_line, b.end_col)  # type: ignore[return-value]
 
 
 def parse(text: str, file: str = "<string>") -> n.Module:
