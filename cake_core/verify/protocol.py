@@ -72,7 +72,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
-from cake_core.ir.sema import CheckedModule, KernelModel
+from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
 
 __all__ = [
@@ -272,8 +272,11 @@ def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> set[str]:
 def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
     """For each run-time size, the largest constant the kernel divides an expression of it by."""
     unit = {s: 1 for s in sizes}
+    env = model.env
     for den, names in _per_kernel(model, "protocol divisions", _divisions):
-        c = try_int(den, model.env)
+        if names.isdisjoint(unit):
+            continue  # a dividend of no run-time size (a stage index `g % S`): evaluated for nothing
+        c = _int_value(den, env)
         if c is None or c < 2:
             continue
         for name in names:
