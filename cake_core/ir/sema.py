@@ -419,35 +419,42 @@ class KernelChecker:
         """Type a resolved operation (its primitive, output and input operands; its attributes are
         steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
         op, prim, outs, ins = resolved
-        typed = TypedOpImpl(op, prim, tuple(map(self.operand, outs)), tuple(map(self.operand, ins)), self.role)
-        self.model.ops.append(typed)
-        self.model.by_op[id(op)] = typed
+        operand = self.operand
+        typed = TypedOpImpl(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
+        model = self.model
+        model.ops.append(typed)
+        model.by_op[id(op)] = typed
         self.diags += prim.check(typed, self.ctx)
 
     def operand(self, p: _OperandPlan) -> Operand:
         kind = p.kind
-        if kind is Kind.GLOBAL:
-            dtype, extents = self.model.dtype(p.decl.dtype), p.decl.shape
-        elif kind is Kind.SHARED:
+        if kind is Kind.SHARED:
             info = self.model.smem[p.name]
             dtype, extents = info.dtype, info.shape
         elif kind is Kind.REGISTERS:
             info_r = self.model.regs[p.name]
             dtype, extents = info_r.dtype, info_r.shape
+        elif kind is Kind.GLOBAL:
+            dtype, extents = self.model.dtype(p.decl.dtype), p.decl.shape
         else:
             dtype, extents = None, ()
-        env = self.env
-        shape: list[int | n.Expr] = []
-        for dim in p.dims:
-            size = extents[dim] if type(dim) is int else dim
-            if type(size) is not int:
-                v = _int_value(size, env)
-                if v is not None:
-                    size = v
-            shape.append(size)
-        if p.ring:
-            shape.insert(0, info.stages or 1)
-        return Operand(p.expr, p.slot, kind, p.name, dtype, tuple(shape), p.decl, p.stage, p.index, p.transpose,
+        dims = p.dims
+        if dims:
+            env = self.env
+            shape: list[int | n.Expr] = []
+            for dim in dims:
+                size = extents[dim] if type(dim) is int else dim
+                if type(size) is not int:
+                    v = _int_value(size, env)
+                    if v is not None:
+                        size = v
+                shape.append(size)
+            if p.ring:
+                shape.insert(0, info.stages or 1)
+            shape_t = tuple(shape)
+        else:
+            shape_t = (info.stages or 1,) if p.ring else ()
+        return Operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
                        p.layout)  # fmt: skip
 
 
@@ -540,7 +547,7 @@ class _Resolver:
         seen = dict(seen)
         steps = self.steps
         for s in body:
-            if isinstance(s, n.Op):
+            if type(s) is n.Op or isinstance(s, n.Op):
                 self.op(s, scope)
             elif isinstance(s, n.Let):
                 self.names_ok(s.value, scope, "a `let`")
@@ -623,8 +630,9 @@ class _Resolver:
             )  # fmt: skip
             return None
         out = []
+        operand = self.operand
         for e, slot in zip(exprs, slots):
-            o = self.operand(e, slot, scope, op)
+            o = operand(e, slot, scope, op)
             if o is None:
                 return None
             out.append(o)
@@ -652,23 +660,25 @@ class _Resolver:
             if not self.names_ok(e, scope, f"operand `{slot.name}`"):
                 return None
             return _OperandPlan(e, slot, Kind.VALUE)
-        if name not in self.role_regs and isinstance(decl, n.RegDecl):
+        dt = type(decl)
+        if dt is n.RegDecl and name not in self.role_regs:
             self.err(codes.UNKNOWN_NAME, e.loc, f"register tile `{name}` belongs to another role")
             return None
         for item in index:
-            if isinstance(item, n.At):
+            it = type(item)
+            if it is n.At:
                 if not self.names_ok(item.expr, scope, "an index"):
                     return None
-            elif isinstance(item, n.Span):
+            elif it is n.Span:
                 if not (self.names_ok(item.start, scope, "an index") and self.names_ok(item.size, scope, "an index")):
                     return None
-        if isinstance(decl, n.Smem):
+        if dt is n.Smem:
             if decl.name not in self.rings:
                 return None  # its declaration is in error
             kind, staged, rank = Kind.SHARED, self.rings[decl.name], len(decl.shape)
-        elif isinstance(decl, n.Param):
+        elif dt is n.Param:
             kind, staged, rank = Kind.GLOBAL, False, len(decl.shape)
-        elif isinstance(decl, n.Barrier):
+        elif dt is n.Barrier:
             kind, staged, rank = Kind.BARRIER, decl.stages is not None, 0
         else:
             kind, staged, rank = Kind.REGISTERS, False, len(decl.shape)
@@ -681,26 +691,38 @@ class _Resolver:
             return None
         stage = None
         if staged:
-            if index and isinstance(index[0], n.At):
+            if index and type(index[0]) is n.At:
                 stage, index = index[0].expr, index[1:]
             elif kind is Kind.BARRIER or index:
                 self.err(codes.OPERANDS, e.loc, f"`{name}` is a ring: select a stage first, `{name}[s]`")
                 return None
-        if len(index) > rank:
-            self.err(codes.OPERANDS, e.loc, f"`{name}` has {rank} dimension(s), indexed with {len(index)}")
+        nindex = len(index)
+        if nindex > rank:
+            self.err(codes.OPERANDS, e.loc, f"`{name}` has {rank} dimension(s), indexed with {nindex}")
             return None
         # a position drops its dimension, a slice has its size, `:` and dimensions not indexed keep theirs
-        dims: list[int | n.Expr] = []
-        for d, item in enumerate(index):
-            if not isinstance(item, n.At):
-                dims.append(item.size if isinstance(item, n.Span) else d)
-        dims += range(len(index), rank)
+        if nindex:
+            dims: list[int | n.Expr] = []
+            for d, item in enumerate(index):
+                it = type(item)
+                if it is not n.At:
+                    dims.append(item.size if it is n.Span else d)
+            dims += range(nindex, rank)
+            dims_t = tuple(dims)
+        else:
+            dims_t = _RANGES[rank] if rank < len(_RANGES) else tuple(range(rank))
         layout = decl.layout if kind is Kind.REGISTERS else None
         ring = staged and stage is None and kind is not Kind.BARRIER
-        return _OperandPlan(e, slot, kind, name, decl, stage, index, transpose, layout, tuple(dims), ring)
+        return _OperandPlan(e, slot, kind, name, decl, stage, index, transpose, layout, dims_t, ring)
 
     def attributes(self, op: n.Op, prim: Primitive, scope: Set[str]) -> None:
         sig = prim.signature
+        if not op.attrs:
+            # the common case: nothing written, so only a required attribute can be missing
+            for spec in sig.attrs:
+                if spec.required:
+                    self.err(codes.ATTRIBUTES, op.loc, f"`{op.name}` needs the attribute `{spec.name}=...`")
+            return
         seen: set[str] = set()
         for a in op.attrs:
             spec = sig.attr(a.key)
@@ -733,6 +755,9 @@ class _Resolver:
         for spec in sig.attrs:
             if spec.required and spec.name not in seen:
                 self.err(codes.ATTRIBUTES, op.loc, f"`{op.name}` needs the attribute `{spec.name}=...`")
+
+
+_RANGES = tuple(tuple(range(k)) for k in range(8))  # the dims of an operand not indexed, by rank
 
 
 def _name_errors(e: n.Expr, scope: Set[str], what: str) -> list[Diagnostic]:

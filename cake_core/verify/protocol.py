@@ -72,7 +72,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
-from cake_core.ir.sema import CheckedModule, KernelModel
+from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
 
 __all__ = [
@@ -242,38 +242,63 @@ def _divisions(k: n.Kernel) -> list[tuple[n.Expr, frozenset[str]]]:
     return out
 
 
-def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> set[str]:
-    """The names ``e`` mentions (as :func:`cake_core.ir.nodes.walk_expr` finds them); appends each division
-    in ``e`` to ``out``. One pass, where walking every dividend again would revisit nested divisions."""
-    if isinstance(e, n.Name):
-        return {e.id}
-    if isinstance(e, n.Unary):
-        return _scan(e.operand, out)
+def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> None:
+    """Appends each division in ``e`` to ``out``: its divisor and the names its dividend mentions (as
+    :func:`cake_core.ir.nodes.walk_expr` finds them). Divisions are rare: names are gathered for dividends
+    only, not for every subexpression."""
     if isinstance(e, n.Bin):
-        left, right = _scan(e.left, out), _scan(e.right, out)
+        _scan(e.left, out)
+        _scan(e.right, out)
         if e.op in ("/", "%"):
-            out.append((e.right, frozenset(left)))
-        return left | right
-    names: set[str] = set()
-    if isinstance(e, n.Call):
-        args = [_scan(a, out) for a in e.args]
-        if e.fn == "cdiv" and len(args) == 2:
-            out.append((e.args[1], frozenset(args[0])))
-        names.update(*args)
+            out.append((e.right, frozenset(_names(e.left, set()))))
+    elif isinstance(e, n.Unary):
+        _scan(e.operand, out)
+    elif isinstance(e, n.Call):
+        for a in e.args:
+            _scan(a, out)
+        if e.fn == "cdiv" and len(e.args) == 2:
+            out.append((e.args[1], frozenset(_names(e.args[0], set()))))
     elif isinstance(e, n.Ref):
         for i in e.index:
             if isinstance(i, n.At):
-                names |= _scan(i.expr, out)
+                _scan(i.expr, out)
             elif isinstance(i, n.Span):
-                names |= _scan(i.start, out) | _scan(i.size, out)
-    return names
+                _scan(i.start, out)
+                _scan(i.size, out)
+
+
+def _names(e: n.Expr, into: set[str]) -> set[str]:
+    """``into`` with the names ``e`` mentions (those :func:`cake_core.ir.nodes.walk_expr` yields)."""
+    if isinstance(e, n.Name):
+        into.add(e.id)
+    elif isinstance(e, n.Bin):
+        _names(e.left, into)
+        _names(e.right, into)
+    elif isinstance(e, n.Unary):
+        _names(e.operand, into)
+    elif isinstance(e, n.Call):
+        for a in e.args:
+            _names(a, into)
+    elif isinstance(e, n.Ref):
+        for i in e.index:
+            if isinstance(i, n.At):
+                _names(i.expr, into)
+            elif isinstance(i, n.Span):
+                _names(i.start, into)
+                _names(i.size, into)
+    return into
 
 
 def _divisors(model: KernelModel, sizes: Iterable[str]) -> dict[str, int]:
     """For each run-time size, the largest constant the kernel divides an expression of it by."""
     unit = {s: 1 for s in sizes}
+    if not unit:
+        return unit  # no run-time size to grow: the kernel's divisions need not be found
+    env = model.env
     for den, names in _per_kernel(model, "protocol divisions", _divisions):
-        c = try_int(den, model.env)
+        if names.isdisjoint(unit):
+            continue  # a dividend of no run-time size (a stage index `g % S`): evaluated for nothing
+        c = _int_value(den, env)
         if c is None or c < 2:
             continue
         for name in names:
@@ -292,7 +317,10 @@ def _uses_sms_at_compile_time(k: n.Kernel) -> bool:
         exprs += [b.count] + ([b.stages] if b.stages is not None else [])
     for r in k.roles:
         exprs += [r.warp_start, r.warp_stop] + [x for x in (r.per, r.regs) if x is not None]
-    return any(isinstance(x, n.Name) and x.id == "SMS" for e in exprs for x in n.walk_expr(e))
+    names: set[str] = set()
+    for e in exprs:
+        _names(e, names)
+    return "SMS" in names
 
 
 @attrs.frozen

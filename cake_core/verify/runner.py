@@ -140,12 +140,20 @@ def _run_kernel(
                 found.setdefault((d.code, d.primary, d.message), (d, distribution, []))[2].append(spec)
     out = []
     for d, distribution, where in found.values():
-        words = describe_specs(where, specs)
-        if words is None:
-            out.append(attrs.evolve(d, plugin=distribution))
-        else:
-            out.append(attrs.evolve(d, plugin=distribution, message=f"{d.message} (with {words})"))
+        # a kernel with one specialization names none
+        words = None if len(specs) == 1 else describe_specs(where, specs)
+        message = d.message if words is None else f"{d.message} (with {words})"
+        out.append(_stamped(d, distribution, message))
     return out
+
+
+def _stamped(d: Diagnostic, plugin: str, message: str) -> Diagnostic:
+    """``attrs.evolve(d, plugin=plugin, message=message)``, built directly for a plain :class:`Diagnostic`."""
+    if type(d) is not Diagnostic:
+        return attrs.evolve(d, plugin=plugin, message=message)
+    return Diagnostic(
+        d.code, d.slug, d.severity, message, d.primary, d.label, d.secondary, d.notes, d.help, plugin
+    )  # fmt: skip
 
 
 def describe_specs(subset: Sequence[Spec], every: Sequence[Spec]) -> str | None:

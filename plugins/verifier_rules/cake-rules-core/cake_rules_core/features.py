@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.target import Feature
+from cake_core.verify.facts import facts
 from cake_core.verify.rule import Rule, RuleContext
 
 #: What to do instead, per feature (the help line of a finding).
@@ -68,10 +69,12 @@ kernel k(x: global bf16[N, 64], out: global f32[N])
                 shape = " x ".join("?" if d is None else str(d) for d in dims)
                 yield self._missing(ctx, cta.loc, f"kernel `{ctx.kernel.name}` asks for a cluster of {shape} "
                                     f"CTAs", [Feature.CLUSTERS])  # fmt: skip
-        for typed in ctx.ops():
-            missing = sorted(typed.prim.features(typed) - t.features)
-            if missing:
-                yield self._missing(ctx, typed.op.loc, f"`{typed.op.name}`", missing)
+        have = t.features
+        for of in facts(ctx.model).ops:  # each operation's features, asked of its primitive once per model
+            if of.features <= have:
+                continue
+            missing = sorted(of.features - have)
+            yield self._missing(ctx, of.typed.op.loc, f"`{of.typed.op.name}`", missing)
 
     def _missing(self, ctx: RuleContext, loc, what: str, missing: list[Feature]) -> Diagnostic:  # noqa: ANN001
         t = ctx.target

@@ -87,6 +87,13 @@ class _Collector:
     def of(self, rule: str) -> list[Finding]:
         return [f for (r, _), f in self.found.items() if r == rule]
 
+    def by_rule(self) -> dict[str, list[Finding]]:
+        """Every rule's findings (:meth:`of` for each), in one pass."""
+        out: dict[str, list[Finding]] = {}
+        for (r, _), f in self.found.items():
+            out.setdefault(r, []).append(f)
+        return out
+
 
 # ---------------------------------------------------------------------------------------------------
 # Trace analyses
@@ -554,10 +561,10 @@ def _fence_finding(p: Protocol, run: SampleRun, w: Step, e: object, at: Step, wh
 # Entry point
 # ---------------------------------------------------------------------------------------------------
 
-_CACHE: weakref.WeakKeyDictionary[Protocol, _Collector] = weakref.WeakKeyDictionary()
-#: the findings of each kernel model: seven rules ask for them, and finding the model's protocol (its
-#: key sorts the compile-time environment) is not free
-_BY_MODEL: weakref.WeakKeyDictionary[KernelModel, _Collector] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Protocol, dict[str, list[Finding]]] = weakref.WeakKeyDictionary()
+#: the findings of each kernel model by rule: seven rules ask for them, and finding the model's protocol
+#: (its key sorts the compile-time environment) is not free
+_BY_MODEL: weakref.WeakKeyDictionary[KernelModel, dict[str, list[Finding]]] = weakref.WeakKeyDictionary()
 
 
 def _analyse(p: Protocol) -> _Collector:
@@ -597,9 +604,9 @@ def findings(ctx: RuleContext, rule: str) -> Iterable[Finding]:
         p = protocol(ctx.model, ctx.checked)
         found = _CACHE.get(p)
         if found is None:
-            found = _CACHE[p] = _analyse(p)
+            found = _CACHE[p] = _analyse(p).by_rule()
         _BY_MODEL[ctx.model] = found
-    return found.of(rule)
+    return found.get(rule, ())
 
 
 class ProtocolRule(Rule):
