@@ -91,7 +91,6 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import attrs
@@ -190,6 +189,8 @@ class _Scope:
     bounder: Bounder | None = None
     lins: dict[int, tuple[n.Expr, Lin | None]] = attrs.field(factory=dict)
     proofs: dict[str, tuple[bool, list[Form]]] = attrs.field(factory=dict)
+    parent: _Scope | None = None  # the scope of all but the last binder (None at the root)
+    var: str | None = None  # the variable the last binder adds (grid, self, loop)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -294,6 +295,7 @@ class KernelDomain:
         # memoized for this object's life: the symbolic view of each chain of binders
         self._root = _Scope((), {}, {}, [], {s: (None, None) for s in self.shape.scalars})
         self._states: dict[tuple[int, ...], _Scope] = {}
+        self._by_chain: dict[int, tuple[tuple[Binder, ...], _Scope]] = {}
         self._picks: dict[int, list[int]] = {}
         self._picked: dict[range, list[int]] = {}
         self._size_samples: dict[str, list[int]] = {}
@@ -363,22 +365,62 @@ class KernelDomain:
 
     def _scope_state(self, chain: tuple[Binder, ...]) -> _Scope:
         """The memoized :class:`_Scope` of ``chain``, built from its longest memoized prefix."""
+        # first by the chain's own identity: the scopes of operations are a few tuples met again and
+        # again (the entry holds the tuple, so its id is not reused)
+        hit = self._by_chain.get(id(chain))
+        if hit is not None and hit[0] is chain:
+            return hit[1]
         key = tuple(map(id, chain))
         state = self._states.get(key)
         if state is not None:
+            self._by_chain[id(chain)] = (chain, state)
             return state
         k = len(chain)
         while k > 0 and key[:k] not in self._states:
             k -= 1
         parent = self._states[key[:k]] if k else self._root
         for i in range(k, len(chain)):
-            parent = self._extend(parent, chain[: i + 1])
-            bounds = dict(parent.bounds)
-            for s in self.shape.scalars:
-                bounds.setdefault(s, (None, None))
-            parent.full_bounds = bounds
-            self._states[key[: i + 1]] = parent
+            child = self._extend(parent, chain[: i + 1])
+            child.parent = parent
+            if child.bounds is parent.bounds and child.guards is parent.guards:
+                # a `let`, or a guard that gives no fact: the same variable bounds and guards, so the
+                # same bounder and the same proofs. Shared where the bounder's answers do not depend
+                # on the order of its questions (acyclic bounds), so that sharing its memo changes
+                # no answer.
+                child.full_bounds = parent.full_bounds
+                bounder = self._bounder(parent)
+                if bounder.acyclic:
+                    child.bounder, child.proofs = bounder, parent.proofs
+            else:
+                bounds = dict(child.bounds)
+                for s in self.shape.scalars:
+                    bounds.setdefault(s, (None, None))
+                child.full_bounds = bounds
+            parent = self._states[key[: i + 1]] = child
+        self._by_chain[id(chain)] = (chain, parent)
         return parent
+
+    def _bounder(self, state: _Scope) -> Bounder:
+        """The bounder of ``state``'s variable bounds, made on first use.
+
+        A scope whose last binder adds a variable starts from what its parent's bounder knows, where
+        that is what it would compute itself: both bounders acyclic (their answers depend on their
+        questions only), the variable new (not shadowing one) and never asked about by the parent
+        (so every bound the parent memoized reads only variables whose bounds the two share).
+        """
+        bounder = state.bounder
+        if bounder is None:
+            assert state.full_bounds is not None
+            bounder = state.bounder = Bounder(self.shape, state.full_bounds)
+            parent, var = state.parent, state.var
+            if parent is not None and var is not None and parent.bounder is not None:
+                known = parent.bounder
+                if (
+                    var not in known.var_bounds and var not in known.asked
+                    and known.acyclic and bounder.acyclic
+                ):  # fmt: skip
+                    bounder.inherit(known)
+        return bounder
 
     def _extend(self, parent: _Scope, chain: tuple[Binder, ...]) -> _Scope:
         """The scope of ``chain`` from the scope of all but its last binder."""
@@ -413,7 +455,8 @@ class KernelDomain:
             facts = self._facts(b.value, b.negate, lets)
             if facts:
                 guards = guards + facts
-        return _Scope(chain, lets, bounds, guards)
+        var = b.name if b.kind in (BinderKind.GRID, BinderKind.SELF, BinderKind.LOOP) else None
+        return _Scope(chain, lets, bounds, guards, var=var)
 
     def _positive(self, x: Lin, bounds: Mapping[str, Bound]) -> bool:
         """Whether ``x >= 1`` is proved with the variable bounds known so far."""
@@ -454,6 +497,16 @@ class KernelDomain:
 
     def prove(self, m: Lin, bounder: Bounder, guards: Sequence[Lin]) -> tuple[bool, list[Form]]:
         """Whether ``m >= 0`` is proved; also every lower-bound form tried (for filtering samples)."""
+        if bounder.acyclic:
+            # The first form the search below tries is ``bounder.lower(m)`` (eliminations and
+            # relaxations both yield ``m`` itself first); most obligations are proved by it. Trying it
+            # before the relaxations look at ``m``'s atoms only reorders calls to the bounder, which
+            # give the same forms in any order where no variable's bound refers back to itself
+            # (:attr:`Bounder.acyclic`). Not proved: the search runs from its start, and tries this
+            # form first again (from the bounder's memo).
+            f = bounder.lower(m)
+            if f is not None and bounder.proves_nonneg(f):
+                return True, [f]
         forms: list[Form] = []
         for cand in eliminations(m, guards):
             for variant in relaxations(cand, bounder):
@@ -468,12 +521,13 @@ class KernelDomain:
     def decide(self, typed: TypedOpImpl, obligations: Sequence[Obligation]) -> Verdict:
         """Prove every obligation, or search for a witness that breaks one."""
         chain = self.scope(typed)
-        if self.shape.empty():
+        return self._decide(chain, self._scope_state(chain), obligations)
+
+    def _decide(self, chain: tuple[Binder, ...], state: _Scope, obligations: Sequence[Obligation]) -> Verdict:
+        """:meth:`decide` under ``chain``, whose scope is ``state``."""
+        if not obligations or self.shape.empty():
             return Verdict(Status.PROVED)
-        state = self._scope_state(chain)
-        if state.bounder is None:
-            assert state.full_bounds is not None
-            state.bounder = Bounder(self.shape, state.full_bounds)
+        bounder = self._bounder(state)
         open_: list[tuple[Obligation, list[Form]]] = []
         for ob in obligations:
             if ob.m is None:
@@ -481,7 +535,7 @@ class KernelDomain:
                 continue
             proof = state.proofs.get(ob.m.key)
             if proof is None:
-                proof = state.proofs[ob.m.key] = self.prove(ob.m, state.bounder, state.guards)
+                proof = state.proofs[ob.m.key] = self.prove(ob.m, bounder, state.guards)
             ok, forms = proof
             if not ok:
                 open_.append((ob, forms))
@@ -529,9 +583,15 @@ class KernelDomain:
             if name in self.shape.scalars:
                 out = list(SCALAR_SAMPLES)
             else:
-                out = self.shape.samples(name, self.constants)
+                # a function of the size's range and the constants only: shared by the specializations
+                # that have both alike
+                r = self.shape.sizes[name]
+                key = ("samples", r.lo, r.hi, r.modulus, tuple(self.constants))
+                out = self._shared.get(key)  # type: ignore[assignment]
+                if out is None:
+                    out = self._shared[key] = self.shape.samples(name, self.constants)
             self._size_samples[name] = out
-        return list(out)
+        return out
 
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
@@ -548,7 +608,17 @@ class KernelDomain:
         checks = tuple(ob.check for ob in obligations)
         tried = 0
         for sizes in self.size_assignments(names):
-            live = [ob for ob, fs in zip(obligations, filters) if not any(_above(f, sizes) for f in fs)]
+            # the obligations no bound covers at these sizes (_above, inlined: this runs for every
+            # assignment, and most are covered)
+            live = []
+            for ob, fs in zip(obligations, filters):
+                for total, terms, d in fs:
+                    for i, a in terms:
+                        total += a * sizes[i]
+                    if total > -d:
+                        break
+                else:
+                    live.append(ob)
             if not live:
                 continue
             tried += 1
@@ -717,9 +787,10 @@ class KernelDomain:
 
     def access_obligations(self, typed: TypedOpImpl, effect: Effect) -> list[Obligation]:
         """Every index of one operand access must lie inside what it indexes."""
+        return self._access_obligations(self.scope(typed), effect)
+
+    def _access_obligations(self, chain: tuple[Binder, ...], effect: Effect) -> list[Obligation]:
         o = effect.operand
-        state = self._scope_state(self.scope(typed))
-        lets = state.lets
         out: list[Obligation] = []
         extents: list[n.Expr]
         stages: int | None = None
@@ -735,6 +806,10 @@ class KernelDomain:
             extents, stages = [], self.model.barriers[o.name].stages
         else:
             return out
+        if (o.stage is None or stages is None) and not o.index:
+            return out  # nothing indexed: no obligation
+        state = self._scope_state(chain)
+        lets = state.lets
         if o.stage is not None and stages is not None:
             out += self._index(o.stage, self._num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
         for d, item in enumerate(o.index):
@@ -830,13 +905,21 @@ class KernelDomain:
         o = effect.operand
         key = self._memo_key("access", id(typed.op), id(o.expr), o.slot.name, o.kind)
         if key is None:
-            return self.decide(typed, self.access_obligations(typed, effect))
+            return self._access(typed, effect)
         hit = self._shared.get(key)
         if hit is not None and hit[0] is typed.op and hit[1] is o.expr:  # type: ignore[index]
             return hit[2]  # type: ignore[index,no-any-return]
-        verdict = self.decide(typed, self.access_obligations(typed, effect))
+        verdict = self._access(typed, effect)
         self._shared[key] = (typed.op, o.expr, verdict)  # the entry keeps the nodes alive
         return verdict
+
+    def _access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
+        """``decide(typed, access_obligations(typed, effect))``."""
+        chain = self.scope(typed)
+        obligations = self._access_obligations(chain, effect)
+        if not obligations:  # what decide says of no obligation, without looking at the scope
+            return Verdict(Status.PROVED)
+        return self._decide(chain, self._scope_state(chain), obligations)
 
     def accesses(self) -> list[AccessVerdict]:
         """Every tile and barrier access of every operation, with its verdict."""
@@ -1328,8 +1411,13 @@ def _integral_forms(forms: Sequence[Form], names: Sequence[str]) -> list[Integra
         if key in seen:
             continue
         seen.add(key)
-        d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
-        out.append((int(f.const * d), tuple((where[s], int(a * d)) for s, a in f.terms), d))
+        # (an int is its own numerator, over 1)
+        d = math.lcm(f.const.denominator, *(a.denominator for _, a in f.terms))
+        out.append((
+            f.const.numerator * (d // f.const.denominator),
+            tuple((where[s], a.numerator * (d // a.denominator)) for s, a in f.terms),
+            d,
+        ))  # fmt: skip
     return out
 
 
