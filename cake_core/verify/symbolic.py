@@ -453,6 +453,35 @@ def _kind_of(e: object) -> type | None:
 Bound = tuple[Lin | None, Lin | None]  # a variable's lowest and highest value, in terms of outer names
 
 
+def _sum(const: Q, parts: Sequence[tuple[Form, Q]]) -> Form:
+    """``const + Σ a·f`` over the ``(f, a)`` of ``parts``."""
+    acc: dict[str, Q] = {}
+    for f, a in parts:
+        const += f.const * a
+        for s, c in f.terms:
+            acc[s] = acc.get(s, 0) + c * a
+    return Form.make(const, acc)
+
+
+def _sum_rational(const: Q, parts: Sequence[tuple[Form, Q]]) -> Form:
+    """:func:`_sum` in integers: every number scaled by the common denominator ``d`` of the products,
+    the totals divided by it at the end (exact: the same rationals as :func:`_sum`, normalized alike
+    by :meth:`Form.make`, without a :class:`~fractions.Fraction` per operation)."""
+    d = const.denominator
+    for f, a in parts:
+        da = a.denominator
+        d = math.lcm(d, f.const.denominator * da, *(c.denominator * da for _, c in f.terms))
+    total = const.numerator * (d // const.denominator)
+    acc: dict[str, int] = {}
+    for f, a in parts:
+        na, da = a.numerator, a.denominator
+        c0 = f.const
+        total += c0.numerator * na * (d // (c0.denominator * da))
+        for s, c in f.terms:
+            acc[s] = acc.get(s, 0) + c.numerator * na * (d // (c.denominator * da))
+    return Form.make(_div(total, d), {s: _div(v, d) for s, v in acc.items()})
+
+
 class Bounder:
     """Symbolic lower and upper bounds (:class:`Form`) of linear expressions.
 
@@ -500,18 +529,18 @@ class Bounder:
         memo = self._lin_memo
         if key in memo:
             return memo[key]
-        const = x.const
-        acc: dict[str, Q] = {}
+        parts: list[tuple[Form, Q]] = []
+        exact = type(x.const) is int  # every number an int so far
         out: Form | None = None
         for sym, a in x.terms:
             f = self._sym(sym, low=(a > 0) == low)
             if f is None:
                 break
-            const += f.const * a
-            for s, c in f.terms:
-                acc[s] = acc.get(s, 0) + c * a
+            parts.append((f, a))
+            if exact and (type(a) is not int or type(f.const) is not int or any(type(c) is not int for _, c in f.terms)):
+                exact = False
         else:
-            out = Form.make(const, acc)
+            out = _sum(x.const, parts) if exact else _sum_rational(x.const, parts)
         memo[key] = out
         return out
 
