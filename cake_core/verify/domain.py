@@ -82,12 +82,7 @@ How it is computed (none of this changes a verdict)
   spends the same budget and finds the same witness). What cannot be compiled stays recursive.
 * Size assignments are filtered with the proof attempts' lower bounds as integers, over tuples of
   sample values: most of the assignments a search enumerates are covered by a bound and skipped.
-* An access with no obligation (nothing indexed) is proved without building its scope. Proved
-  accesses are also memoized across specializations by what a proof reads (:meth:`KernelDomain._proof_key`:
-  the shape domain, the binders, the operand's expressions and buffer, and how the environment
-  classifies each name they mention), which the fingerprint cannot do where specializations differ
-  in a constant the access does not mention (the witness search samples around every constant, so
-  only proofs are shared this way).
+* An access with no obligation (nothing indexed) is proved without building its scope.
 * Bounders share work where their answers cannot tell: when no variable's bound refers back to
   itself (:attr:`~cake_core.verify.symbolic.Bounder.acyclic`), a bound is a function of its question
   alone, whatever was asked before. Then a ``let`` or a guard without facts shares its parent's
@@ -105,7 +100,6 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -322,7 +316,6 @@ class KernelDomain:
         self._fingerprint: tuple | None = None
         self._fingerprint_id: int | None = None
         self._nums: dict[int, n.Num] = {}
-        self._shape_id: tuple | None = None
 
     @property
     def constants(self) -> list[int]:
@@ -941,89 +934,9 @@ class KernelDomain:
         hit = self._shared.get(key)
         if hit is not None and hit[0] is typed.op and hit[1] is o.expr:  # type: ignore[index]
             return hit[2]  # type: ignore[index,no-any-return]
-        chain = self.scope(typed)
-        proved, keep = self._proof_key(chain, o)
-        known = self._shared.get(proved)
-        if known is not None and len(known) == len(keep) and all(map(operator.is_, known, keep)):  # type: ignore[arg-type]
-            verdict = Verdict(Status.PROVED)
-        else:
-            verdict = self._access(typed, effect)
-            if verdict.status is Status.PROVED:
-                self._shared[proved] = keep  # the entry keeps what the key names by id alive
+        verdict = self._access(typed, effect)
         self._shared[key] = (typed.op, o.expr, verdict)  # the entry keeps the nodes alive
         return verdict
-
-    def _proof_key(self, chain: tuple[Binder, ...], o: Operand) -> tuple[tuple, tuple]:
-        """A key for memoizing, across the kernel's specializations, that an access is *proved* (with
-        the objects it names by id, which a hit must find identical, and its entry keeps alive): all
-        the proof reads, where the fingerprint (which also holds what the witness search samples
-        around) differs.
-
-        A proof reads the shape domain; the chain of binders (the same tuple for every specialization
-        with the same role instances); the operand's kind, name, declaration, stage and indices (the
-        expressions themselves) and what the model knows of its buffer; and, through the linearizer,
-        for every name those expressions mention, whether the environment holds an integer (which),
-        something else, or nothing, and whether it is a run-time size. Two specializations that agree
-        on all of it prove the same obligations with the same bounder and guards.
-        """
-        names = set(self._chain_names(chain))
-        parts: list[object] = []
-        keep: list[object] = [chain, o.decl]
-        for item in ((o.stage,) if o.stage is not None else ()) + tuple(o.index):
-            if isinstance(item, n.At):
-                exprs: tuple[n.Expr, ...] = (item.expr,)
-            elif isinstance(item, n.Span):
-                exprs = (item.start, item.size)
-            elif isinstance(item, n.Expr):
-                exprs = (item,)
-            else:
-                exprs = ()
-            parts.append((type(item).__name__, tuple(map(id, exprs))))
-            keep += exprs
-            for e in exprs:
-                names |= _names(e)
-        info: object = None
-        if o.kind is Kind.GLOBAL and isinstance(o.decl, n.Param):
-            for e in o.decl.shape:
-                names |= _names(e)
-        elif o.kind is Kind.SHARED and o.name in self.model.smem:
-            i = self.model.smem[o.name]
-            info = (tuple(i.shape), i.stages)
-        elif o.kind is Kind.REGISTERS and o.name in self.model.regs:
-            info = tuple(self.model.regs[o.name].shape)
-        elif o.kind is Kind.BARRIER and o.name in self.model.barriers:
-            info = self.model.barriers[o.name].stages
-        env, sizes = self.model.env, self.shape.sizes
-        seen = []
-        for name in sorted(names):
-            v = env.get(name)
-            if isinstance(v, int) and not isinstance(v, bool):
-                seen.append((name, int(v)))
-            else:
-                seen.append((name, name in sizes, v is None))
-        key = ("proved", id(chain), o.kind, o.name, id(o.decl), tuple(parts), info, self._shape_key(), tuple(seen))
-        return key, tuple(keep)
-
-    def _chain_names(self, chain: tuple[Binder, ...]) -> frozenset[str]:
-        """The names the expressions of ``chain``'s binders mention (memoized across specializations)."""
-        hit = self._shared.get(("chain names", id(chain)))
-        if hit is not None and hit[0] is chain:  # type: ignore[index]
-            return hit[1]  # type: ignore[index,no-any-return]
-        names: set[str] = set()
-        for b in chain:
-            for e in (b.start, b.stop, b.step, b.value):
-                if e is not None:
-                    names |= _names(e)
-        out = frozenset(names)
-        self._shared[("chain names", id(chain))] = (chain, out)
-        return out
-
-    def _shape_key(self) -> tuple:
-        if self._shape_id is None:
-            self._shape_id = (
-                tuple((s, r.lo, r.hi, r.modulus) for s, r in self.shape.sizes.items()), self.shape.scalars,
-            )  # fmt: skip
-        return self._shape_id
 
     def _access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
         """``decide(typed, access_obligations(typed, effect))``."""
