@@ -82,6 +82,17 @@ How it is computed (none of this changes a verdict)
   spends the same budget and finds the same witness). What cannot be compiled stays recursive.
 * Size assignments are filtered with the proof attempts' lower bounds as integers, over tuples of
   sample values: most of the assignments a search enumerates are covered by a bound and skipped.
+* An access with no obligation (nothing indexed) is proved without building its scope.
+* Bounders share work where their answers cannot tell: when no variable's bound refers back to
+  itself (:attr:`~cake_core.verify.symbolic.Bounder.acyclic`), a bound is a function of its question
+  alone, whatever was asked before. Then a ``let`` or a guard without facts shares its parent's
+  bounder and proofs (same variable bounds, same guards); a new bounder starts from the memo of the
+  nearest enclosing one when the variables added in between are new to it; a run-time loop step is
+  bounded by the enclosing scope's bounder; and :meth:`KernelDomain.prove` tries ``lower(m)`` (the
+  first form of its search) before the relaxations look at ``m``'s atoms, whose alternatives each
+  bounder memoizes.
+* Size samples are shared by the specializations with the same range and constants; sums of bound
+  forms with fractional numbers are computed in integers over a common denominator.
 """
 
 from __future__ import annotations
@@ -91,7 +102,6 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import attrs
@@ -190,6 +200,8 @@ class _Scope:
     bounder: Bounder | None = None
     lins: dict[int, tuple[n.Expr, Lin | None]] = attrs.field(factory=dict)
     proofs: dict[str, tuple[bool, list[Form]]] = attrs.field(factory=dict)
+    parent: _Scope | None = None  # the scope of all but the last binder (None at the root)
+    var: str | None = None  # the variable the last binder adds (grid, self, loop)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -294,6 +306,7 @@ class KernelDomain:
         # memoized for this object's life: the symbolic view of each chain of binders
         self._root = _Scope((), {}, {}, [], {s: (None, None) for s in self.shape.scalars})
         self._states: dict[tuple[int, ...], _Scope] = {}
+        self._by_chain: dict[int, tuple[tuple[Binder, ...], _Scope]] = {}
         self._picks: dict[int, list[int]] = {}
         self._picked: dict[range, list[int]] = {}
         self._size_samples: dict[str, list[int]] = {}
@@ -363,22 +376,70 @@ class KernelDomain:
 
     def _scope_state(self, chain: tuple[Binder, ...]) -> _Scope:
         """The memoized :class:`_Scope` of ``chain``, built from its longest memoized prefix."""
+        # first by the chain's own identity: the scopes of operations are a few tuples met again and
+        # again (the entry holds the tuple, so its id is not reused)
+        hit = self._by_chain.get(id(chain))
+        if hit is not None and hit[0] is chain:
+            return hit[1]
         key = tuple(map(id, chain))
         state = self._states.get(key)
         if state is not None:
+            self._by_chain[id(chain)] = (chain, state)
             return state
         k = len(chain)
         while k > 0 and key[:k] not in self._states:
             k -= 1
         parent = self._states[key[:k]] if k else self._root
         for i in range(k, len(chain)):
-            parent = self._extend(parent, chain[: i + 1])
-            bounds = dict(parent.bounds)
-            for s in self.shape.scalars:
-                bounds.setdefault(s, (None, None))
-            parent.full_bounds = bounds
-            self._states[key[: i + 1]] = parent
+            child = self._extend(parent, chain[: i + 1])
+            child.parent = parent
+            if child.bounds is parent.bounds and child.guards is parent.guards:
+                # a `let`, or a guard that gives no fact: the same variable bounds and guards, so the
+                # same bounder and the same proofs. Shared where the bounder's answers do not depend
+                # on the order of its questions (acyclic bounds), so that sharing its memo changes
+                # no answer.
+                child.full_bounds = parent.full_bounds
+                bounder = self._bounder(parent)
+                if bounder.acyclic:
+                    child.bounder, child.proofs = bounder, parent.proofs
+            else:
+                bounds = dict(child.bounds)
+                for s in self.shape.scalars:
+                    bounds.setdefault(s, (None, None))
+                child.full_bounds = bounds
+            parent = self._states[key[: i + 1]] = child
+        self._by_chain[id(chain)] = (chain, parent)
         return parent
+
+    def _bounder(self, state: _Scope) -> Bounder:
+        """The bounder of ``state``'s variable bounds, made on first use.
+
+        A bounder starts from what the bounder of the nearest enclosing scope that has one knows,
+        where that is what it would compute itself: both bounders acyclic (their answers depend on
+        their questions only), and each variable the binders in between add new (not shadowing one)
+        and never asked about by the outer bounder (so every bound it memoized reads only variables
+        whose bounds the two share: lets and guards change no variable's bound).
+        """
+        bounder = state.bounder
+        if bounder is None:
+            assert state.full_bounds is not None
+            bounder = state.bounder = Bounder(self.shape, state.full_bounds)
+            # the nearest enclosing scope that has a bounder, and the variables added since
+            added = [] if state.var is None else [state.var]
+            outer = state.parent
+            while outer is not None and outer.bounder is None:
+                if outer.var is not None:
+                    added.append(outer.var)
+                outer = outer.parent
+            if outer is not None and added:
+                known = outer.bounder
+                assert known is not None
+                if (
+                    not any(v in known.var_bounds or v in known.asked for v in added)
+                    and known.acyclic and bounder.acyclic
+                ):  # fmt: skip
+                    bounder.inherit(known)
+        return bounder
 
     def _extend(self, parent: _Scope, chain: tuple[Binder, ...]) -> _Scope:
         """The scope of ``chain`` from the scope of all but its last binder."""
@@ -399,7 +460,7 @@ class KernelDomain:
             v = Lin.of(Var(b.name))
             if step is not None and step.is_const and step.const < 0:
                 lo, hi = (None if stop is None else stop.plus(1)), start
-            elif step is not None and (step.is_const or self._positive(step, bounds)):
+            elif step is not None and (step.is_const or self._positive(step, parent)):
                 lo, hi = start, (None if stop is None else stop.plus(-1))
             else:  # a run-time step not proved positive: nothing is known of the variable
                 lo = hi = None
@@ -413,11 +474,18 @@ class KernelDomain:
             facts = self._facts(b.value, b.negate, lets)
             if facts:
                 guards = guards + facts
-        return _Scope(chain, lets, bounds, guards)
+        var = b.name if b.kind in (BinderKind.GRID, BinderKind.SELF, BinderKind.LOOP) else None
+        return _Scope(chain, lets, bounds, guards, var=var)
 
-    def _positive(self, x: Lin, bounds: Mapping[str, Bound]) -> bool:
-        """Whether ``x >= 1`` is proved with the variable bounds known so far."""
-        bounder = Bounder(self.shape, bounds)
+    def _positive(self, x: Lin, parent: _Scope) -> bool:
+        """Whether ``x >= 1`` is proved with the variable bounds of ``parent`` (the scope so far).
+
+        Asked of ``parent``'s bounder (whose bounds are the same, scalars defaulted as a missing name
+        is) where its answers do not depend on what it was asked before (acyclic), else of a fresh one.
+        """
+        bounder = self._bounder(parent)
+        if not bounder.acyclic:
+            bounder = Bounder(self.shape, parent.bounds)
         return bounder.proves_nonneg(bounder.lower(x.plus(-1)))
 
     def _lin(self, state: _Scope, e: n.Expr) -> Lin | None:
@@ -454,6 +522,16 @@ class KernelDomain:
 
     def prove(self, m: Lin, bounder: Bounder, guards: Sequence[Lin]) -> tuple[bool, list[Form]]:
         """Whether ``m >= 0`` is proved; also every lower-bound form tried (for filtering samples)."""
+        if bounder.acyclic:
+            # The first form the search below tries is ``bounder.lower(m)`` (eliminations and
+            # relaxations both yield ``m`` itself first); most obligations are proved by it. Trying it
+            # before the relaxations look at ``m``'s atoms only reorders calls to the bounder, which
+            # give the same forms in any order where no variable's bound refers back to itself
+            # (:attr:`Bounder.acyclic`). Not proved: the search runs from its start, and tries this
+            # form first again (from the bounder's memo).
+            f = bounder.lower(m)
+            if f is not None and bounder.proves_nonneg(f):
+                return True, [f]
         forms: list[Form] = []
         for cand in eliminations(m, guards):
             for variant in relaxations(cand, bounder):
@@ -468,12 +546,13 @@ class KernelDomain:
     def decide(self, typed: TypedOpImpl, obligations: Sequence[Obligation]) -> Verdict:
         """Prove every obligation, or search for a witness that breaks one."""
         chain = self.scope(typed)
-        if self.shape.empty():
+        return self._decide(chain, self._scope_state(chain), obligations)
+
+    def _decide(self, chain: tuple[Binder, ...], state: _Scope, obligations: Sequence[Obligation]) -> Verdict:
+        """:meth:`decide` under ``chain``, whose scope is ``state``."""
+        if not obligations or self.shape.empty():
             return Verdict(Status.PROVED)
-        state = self._scope_state(chain)
-        if state.bounder is None:
-            assert state.full_bounds is not None
-            state.bounder = Bounder(self.shape, state.full_bounds)
+        bounder = self._bounder(state)
         open_: list[tuple[Obligation, list[Form]]] = []
         for ob in obligations:
             if ob.m is None:
@@ -481,7 +560,7 @@ class KernelDomain:
                 continue
             proof = state.proofs.get(ob.m.key)
             if proof is None:
-                proof = state.proofs[ob.m.key] = self.prove(ob.m, state.bounder, state.guards)
+                proof = state.proofs[ob.m.key] = self.prove(ob.m, bounder, state.guards)
             ok, forms = proof
             if not ok:
                 open_.append((ob, forms))
@@ -529,9 +608,15 @@ class KernelDomain:
             if name in self.shape.scalars:
                 out = list(SCALAR_SAMPLES)
             else:
-                out = self.shape.samples(name, self.constants)
+                # a function of the size's range and the constants only: shared by the specializations
+                # that have both alike
+                r = self.shape.sizes[name]
+                key = ("samples", r.lo, r.hi, r.modulus, tuple(self.constants))
+                out = self._shared.get(key)  # type: ignore[assignment]
+                if out is None:
+                    out = self._shared[key] = self.shape.samples(name, self.constants)
             self._size_samples[name] = out
-        return list(out)
+        return out
 
     def _search(self, chain: Sequence[Binder], open_: Sequence[tuple[Obligation, list[Form]]]) -> Verdict:
         names = self._relevant_sizes(chain, open_)
@@ -548,7 +633,17 @@ class KernelDomain:
         checks = tuple(ob.check for ob in obligations)
         tried = 0
         for sizes in self.size_assignments(names):
-            live = [ob for ob, fs in zip(obligations, filters) if not any(_above(f, sizes) for f in fs)]
+            # the obligations no bound covers at these sizes (_above, inlined: this runs for every
+            # assignment, and most are covered)
+            live = []
+            for ob, fs in zip(obligations, filters):
+                for total, terms, d in fs:
+                    for i, a in terms:
+                        total += a * sizes[i]
+                    if total > -d:
+                        break
+                else:
+                    live.append(ob)
             if not live:
                 continue
             tried += 1
@@ -717,9 +812,10 @@ class KernelDomain:
 
     def access_obligations(self, typed: TypedOpImpl, effect: Effect) -> list[Obligation]:
         """Every index of one operand access must lie inside what it indexes."""
+        return self._access_obligations(self.scope(typed), effect)
+
+    def _access_obligations(self, chain: tuple[Binder, ...], effect: Effect) -> list[Obligation]:
         o = effect.operand
-        state = self._scope_state(self.scope(typed))
-        lets = state.lets
         out: list[Obligation] = []
         extents: list[n.Expr]
         stages: int | None = None
@@ -735,6 +831,10 @@ class KernelDomain:
             extents, stages = [], self.model.barriers[o.name].stages
         else:
             return out
+        if (o.stage is None or stages is None) and not o.index:
+            return out  # nothing indexed: no obligation
+        state = self._scope_state(chain)
+        lets = state.lets
         if o.stage is not None and stages is not None:
             out += self._index(o.stage, self._num(stages), lets, f"`{o.name}` has {stages} stages", stage=True, state=state)
         for d, item in enumerate(o.index):
@@ -830,13 +930,21 @@ class KernelDomain:
         o = effect.operand
         key = self._memo_key("access", id(typed.op), id(o.expr), o.slot.name, o.kind)
         if key is None:
-            return self.decide(typed, self.access_obligations(typed, effect))
+            return self._access(typed, effect)
         hit = self._shared.get(key)
         if hit is not None and hit[0] is typed.op and hit[1] is o.expr:  # type: ignore[index]
             return hit[2]  # type: ignore[index,no-any-return]
-        verdict = self.decide(typed, self.access_obligations(typed, effect))
+        verdict = self._access(typed, effect)
         self._shared[key] = (typed.op, o.expr, verdict)  # the entry keeps the nodes alive
         return verdict
+
+    def _access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
+        """``decide(typed, access_obligations(typed, effect))``."""
+        chain = self.scope(typed)
+        obligations = self._access_obligations(chain, effect)
+        if not obligations:  # what decide says of no obligation, without looking at the scope
+            return Verdict(Status.PROVED)
+        return self._decide(chain, self._scope_state(chain), obligations)
 
     def accesses(self) -> list[AccessVerdict]:
         """Every tile and barrier access of every operation, with its verdict."""
@@ -1328,8 +1436,13 @@ def _integral_forms(forms: Sequence[Form], names: Sequence[str]) -> list[Integra
         if key in seen:
             continue
         seen.add(key)
-        d = math.lcm(*(Fraction(x).denominator for x in (f.const, *(a for _, a in f.terms))))
-        out.append((int(f.const * d), tuple((where[s], int(a * d)) for s, a in f.terms), d))
+        # (an int is its own numerator, over 1)
+        d = math.lcm(f.const.denominator, *(a.denominator for _, a in f.terms))
+        out.append((
+            f.const.numerator * (d // f.const.denominator),
+            tuple((where[s], a.numerator * (d // a.denominator)) for s, a in f.terms),
+            d,
+        ))  # fmt: skip
     return out
 
 

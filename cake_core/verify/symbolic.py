@@ -155,11 +155,20 @@ class ShapeDomain:
                 wanted.update((k * c - 1, k * c, k * c + 1))
         if r.hi is not None:
             wanted.update((r.hi, r.hi - 1, r.hi - r.modulus))
+        # r.snap(v) of every wanted v >= 0, inlined: the multiples of the modulus at or next below and
+        # above v, and the least value, where admissible (snap's distance test always holds for these:
+        # the first two are less than a modulus from v, and the least value is |v - lo| from it)
+        lo, hi, m = r.lo, r.hi, r.modulus
         out: set[int] = set()
         for v in wanted:
             if v >= 0:
-                out.update(r.snap(v))
-        return sorted(out)
+                down = v - v % m
+                out.add(down)
+                if down != v:
+                    out.add(down + m)
+        if any(v >= 0 for v in wanted):
+            out.add(lo)
+        return sorted(x for x in out if x >= lo and (hi is None or x <= hi))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -444,6 +453,35 @@ def _kind_of(e: object) -> type | None:
 Bound = tuple[Lin | None, Lin | None]  # a variable's lowest and highest value, in terms of outer names
 
 
+def _sum(const: Q, parts: Sequence[tuple[Form, Q]]) -> Form:
+    """``const + Σ a·f`` over the ``(f, a)`` of ``parts``."""
+    acc: dict[str, Q] = {}
+    for f, a in parts:
+        const += f.const * a
+        for s, c in f.terms:
+            acc[s] = acc.get(s, 0) + c * a
+    return Form.make(const, acc)
+
+
+def _sum_rational(const: Q, parts: Sequence[tuple[Form, Q]]) -> Form:
+    """:func:`_sum` in integers: every number scaled by the common denominator ``d`` of the products,
+    the totals divided by it at the end (exact: the same rationals as :func:`_sum`, normalized alike
+    by :meth:`Form.make`, without a :class:`~fractions.Fraction` per operation)."""
+    d = const.denominator
+    for f, a in parts:
+        da = a.denominator
+        d = math.lcm(d, f.const.denominator * da, *(c.denominator * da for _, c in f.terms))
+    total = const.numerator * (d // const.denominator)
+    acc: dict[str, int] = {}
+    for f, a in parts:
+        na, da = a.numerator, a.denominator
+        c0 = f.const
+        total += c0.numerator * na * (d // (c0.denominator * da))
+        for s, c in f.terms:
+            acc[s] = acc.get(s, 0) + c.numerator * na * (d // (c.denominator * da))
+    return Form.make(_div(total, d), {s: _div(v, d) for s, v in acc.items()})
+
+
 class Bounder:
     """Symbolic lower and upper bounds (:class:`Form`) of linear expressions.
 
@@ -455,6 +493,28 @@ class Bounder:
         self.domain, self.var_bounds = domain, var_bounds
         self._memo: dict[tuple[str, bool], Form | None] = {}
         self._lin_memo: dict[tuple[str, bool], Form | None] = {}
+        self._acyclic: bool | None = None
+        self.asked: set[str] = set()  # the variables whose bounds were looked up
+        self._alternatives: dict[tuple[str, bool], list[Lin]] = {}  # see relaxations
+
+    def inherit(self, other: Bounder) -> None:
+        """Start from ``other``'s memo (the caller knows its bounds are this bounder's)."""
+        self._memo.update(other._memo)
+        self._lin_memo.update(other._lin_memo)
+        self.asked.update(other.asked)
+
+    @property
+    def acyclic(self) -> bool:
+        """Whether no variable's bound refers back to it (through other variables' bounds and atoms).
+
+        Then computing a bound never meets the bound being computed (the memo's placeholder for a
+        cycle is never read), so every bound the bounder gives is a function of its question alone,
+        whatever it was asked before. (Variables named again by an inner binder can make a cycle.)
+        """
+        known = self._acyclic
+        if known is None:
+            known = self._acyclic = _acyclic(self.var_bounds)
+        return known
 
     def lower(self, x: Lin) -> Form | None:
         return self._bound(x, low=True)
@@ -469,18 +529,18 @@ class Bounder:
         memo = self._lin_memo
         if key in memo:
             return memo[key]
-        const = x.const
-        acc: dict[str, Q] = {}
+        parts: list[tuple[Form, Q]] = []
+        exact = type(x.const) is int  # every number an int so far
         out: Form | None = None
         for sym, a in x.terms:
             f = self._sym(sym, low=(a > 0) == low)
             if f is None:
                 break
-            const += f.const * a
-            for s, c in f.terms:
-                acc[s] = acc.get(s, 0) + c * a
+            parts.append((f, a))
+            if exact and (type(a) is not int or type(f.const) is not int or any(type(c) is not int for _, c in f.terms)):
+                exact = False
         else:
-            out = Form.make(const, acc)
+            out = _sum(x.const, parts) if exact else _sum_rational(x.const, parts)
         memo[key] = out
         return out
 
@@ -493,6 +553,7 @@ class Bounder:
             return memo[key]
         memo[key] = None  # a cycle (never expected) is unbounded
         if type(sym) is Var:
+            self.asked.add(sym.name)
             lo, hi = self.var_bounds.get(sym.name, (None, None))
             b = lo if low else hi
             out = None if b is None else self._bound(b, low)
@@ -600,6 +661,48 @@ class Bounder:
         return None
 
 
+def _var_names(x: Lin, out: set[str]) -> set[str]:
+    """The variables ``x`` mentions, in its terms and inside its atoms, added to ``out``."""
+    for sym, _ in x.terms:
+        if type(sym) is Var:
+            out.add(sym.name)
+        elif type(sym) is Atom:
+            for arg in sym.args:
+                _var_names(arg, out)
+    return out
+
+
+def _acyclic(var_bounds: Mapping[str, Bound]) -> bool:
+    """Whether the graph from each variable to the variables its bounds mention has no cycle."""
+    deps: dict[str, set[str]] = {}
+    for name, (lo, hi) in var_bounds.items():
+        names: set[str] = set()
+        for b in (lo, hi):
+            if b is not None:
+                _var_names(b, names)
+        if names:
+            deps[name] = names
+    done: set[str] = set()
+    for root in deps:
+        if root in done:
+            continue
+        path: set[str] = {root}
+        stack = [(root, iter(deps[root]))]
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.discard(name)
+                done.add(name)
+            elif nxt in path:
+                return False
+            elif nxt not in done and nxt in deps:
+                path.add(nxt)
+                stack.append((nxt, iter(deps[nxt])))
+    return True
+
+
 def lin_multiple(x: Lin, k: int, shape: ShapeDomain) -> bool:
     """Whether ``x`` is a multiple of ``k`` for every admissible size and every variable value.
 
@@ -620,12 +723,12 @@ def eliminations(m: Lin, guards: Sequence[Lin]) -> Iterator[Lin]:
     yield m
     seen = {m.key}
     frontier = [m]
+    guard_coefs = [(g, dict(g.terms)) for g in guards]
     for _ in range(2):
         nxt: list[Lin] = []
         for x in frontier:
-            for g in guards:
+            for g, coefs in guard_coefs:
                 lambdas: dict[Q, None] = {1: None}  # insertion-ordered, as a set of values
-                coefs = dict(g.terms)
                 for sym, a in x.terms:
                     if type(sym) is Size:
                         continue
@@ -651,6 +754,25 @@ def _set_order(values: dict[Q, None]) -> list[Q]:
     return list(set(values))
 
 
+def _alternatives(x: Atom, c: Q, bounder: Bounder) -> list[Lin]:
+    """What :func:`relaxations` may replace the term ``c·x`` by (``x`` an atom); empty for none."""
+    if (x.op == "min" and c < 0) or (x.op == "max" and c > 0):
+        return list(x.args)
+    if x.op in ("floor", "cdiv", "mod"):
+        arg, k_lin = x.args
+        k = _int_const(k_lin)
+        if not k:
+            return []
+        exact = lin_multiple(arg, k, bounder.domain)
+        if x.op == "mod" and c < 0 and bounder.proves_nonneg(bounder.lower(arg)):
+            return [arg]
+        if x.op == "floor":
+            return [arg.div(k) if c < 0 or exact else arg.plus(-(k - 1)).div(k)]
+        if x.op == "cdiv":
+            return [arg.div(k) if c > 0 or exact else arg.plus(k - 1).div(k)]
+    return []
+
+
 def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
     """``m`` and forms whose lower bounds are lower bounds of ``m``, keeping correlations an atom's
     independent bound would lose. For a term ``c·atom``:
@@ -661,24 +783,16 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
       ``floor(x/k) >= (x - (k-1))/k`` (``x/k`` when a multiple).
     """
     options: list[tuple[Atom, Q, list[Lin]]] = []
+    known = bounder._alternatives
     for x, c in m.terms:
         if type(x) is not Atom:
             continue
-        alts: list[Lin] = []
-        if (x.op == "min" and c < 0) or (x.op == "max" and c > 0):
-            alts = list(x.args)
-        elif x.op in ("floor", "cdiv", "mod"):
-            arg, k_lin = x.args
-            k = _int_const(k_lin)
-            if not k:
-                continue
-            exact = lin_multiple(arg, k, bounder.domain)
-            if x.op == "mod" and c < 0 and bounder.proves_nonneg(bounder.lower(arg)):
-                alts = [arg]
-            elif x.op == "floor":
-                alts = [arg.div(k) if c < 0 or exact else arg.plus(-(k - 1)).div(k)]
-            elif x.op == "cdiv":
-                alts = [arg.div(k) if c > 0 or exact else arg.plus(k - 1).div(k)]
+        # the alternatives depend on the atom, the sign of its coefficient and bounds the bounder
+        # memoizes (it answers a question the same way every time it is asked): computed once
+        key = (x.key, c > 0)
+        alts = known.get(key)  # type: ignore[assignment]
+        if alts is None:
+            alts = known[key] = _alternatives(x, c, bounder)
         if alts:
             options.append((x, c, alts))
     yield m
