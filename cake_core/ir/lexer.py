@@ -161,7 +161,9 @@ def scan(text: str, file: str) -> Scanned:
             structural(NEWLINE, col, col)
     col = len(rows[-1]) + 1
     if depth:
-        raise fail(col - 1, "unclosed bracket at end of file")
+        i = _unclosed(texts)
+        where = Loc(file, lines[i], cols[i], lines[i], ends[i])
+        raise DiagnosticError([SYNTAX.at(where, f"`{texts[i]}` is never closed: the file ends inside it")])
     while len(indents) > 1:
         indents.pop()
         structural(DEDENT, col, col)
@@ -183,6 +185,20 @@ def _raise_first(code: str, width: int, depth: int, fail: Callable[[int, str], D
         elif t[0] not in _NAME_START and t[0] not in _DIGITS:
             raise fail(start, f"unexpected character `{t}`")
     raise AssertionError("no lexical error on this line")
+
+
+def _unclosed(texts: list[str]) -> int:
+    """The index of the last opening bracket of ``texts`` that no later bracket closes (one exists)."""
+    closers = 0
+    for i in range(len(texts) - 1, -1, -1):
+        d = _DEPTH.get(texts[i], 0)
+        if d < 0:
+            closers += 1
+        elif d > 0:
+            if not closers:
+                return i
+            closers -= 1
+    raise AssertionError("no unclosed bracket")  # scan counted one
 
 
 def tokenize(text: str, file: str) -> list[Token]:
