@@ -84,7 +84,9 @@ def _simple(cls: type, declared: Any, fields: tuple[str, ...], fixed: dict[str, 
     """Whether plain slot stores of ``fields`` (and ``fixed`` defaults) build a complete ``cls``."""
     if {f.name for f in declared if f.init} != set(fields) or len(fields) != len(set(fields)):
         return False
-    if "__slots__" not in cls.__dict__ or hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
+    if "__slots__" not in cls.__dict__:
+        return False
+    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
         return False
     if not all(f.validator is None and f.on_setattr is None and f.converter in (None, tuple) for f in declared):
         return False

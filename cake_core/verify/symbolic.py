@@ -657,7 +657,9 @@ class Bounder:
             assert la is not None and lb is not None
             if low:
                 ca, cb = self.domain.min_of(la), self.domain.min_of(lb)
-                return lb.scale(ca) if ca is not None and ca > 0 else (la.scale(cb) if cb is not None else _form(0, ()))
+                if ca is not None and ca > 0:
+                    return lb.scale(ca)
+                return la.scale(cb) if cb is not None else _form(0, ())
             ca = self.domain.max_of(ha) if ha is not None else None
             cb = self.domain.max_of(hb) if hb is not None else None
             if ca is not None and hb is not None:
