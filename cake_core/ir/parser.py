@@ -9,13 +9,13 @@ token's text, and makes a source location only where a node or a diagnostic keep
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
+from cake_core.ir.fastmake import maker
 from cake_core.ir.lexer import DEDENT, EOF, INDENT, NEWLINE, describe, scan
 from cake_core.ir.location import Loc
 
@@ -27,97 +27,42 @@ KEYWORDS = frozenset(
     "align count mbarrier".split()
 )
 # ---------------------------------------------------------------------------------------------------
-# Fast construction of the most numerous nodes
+# Fast construction of the most numerous nodes (a frozen class's __init__ would be about a third of a
+# parse's cost; see cake_core.ir.fastmake)
 # ---------------------------------------------------------------------------------------------------
 
-
-def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., object]:
-    """A constructor ``maker(*values)`` for the attrs class ``cls``, one value per name of ``fields``
-    (every field of the class, in any order), that fills the instance's slots directly.
-
-    The parser builds a hundred nodes and as many locations per kernel, and a frozen class's
-    ``__init__`` sets each field through ``object.__setattr__`` (about a third of a parse's cost). The maker
-    builds the instance as a private subclass that adds nothing to ``cls`` but plain attribute setting
-    (so each field is a direct slot store), then makes it a ``cls`` by ``__class__`` assignment, which
-    Python allows between such layout-identical classes: what it returns is a ``cls`` like any other
-    (the builder shows only in ``cls.__subclasses__()``; the JSON form lists its classes by name).
-    The shortcut is taken only where that builds the very same object (checked here on a sample): a
-    slotted attrs class without validators, ``__attrs_post_init__`` or ``on_setattr`` hooks, whose only
-    converter is ``tuple`` (the parser always passes tuples). Any other class gets its own constructor,
-    called with keywords.
-    """
-    import attrs as _attrs
-
-    declared = _attrs.fields(cls)
-    simple = (
-        {f.name for f in declared} == set(fields)
-        and "__slots__" in cls.__dict__
-        and not hasattr(cls, "__attrs_post_init__")
-        and all(f.validator is None and f.on_setattr is None and f.converter in (None, tuple) for f in declared)
-    )
-    slow = lambda *values: cls(**dict(zip(fields, values, strict=True)))  # noqa: E731
-    if not simple:
-        return slow
-    # object's own attribute setting (both hooks of that slot: __setattr__ and __delattr__) and __init__,
-    # so that `_builder()` is a bare instance and `o.name = value` a plain slot store
-    builder = type(
-        f"_Building{cls.__name__}",
-        (cls,),
-        {
-            "__slots__": (),
-            "__setattr__": object.__setattr__,
-            "__delattr__": object.__delattr__,
-            "__init__": object.__init__,
-        },
-    )
-    args = ", ".join(fields)
-    body = "".join(f"    o.{name} = {name}\n" for name in fields)
-    code = f"def make({args}):\n    o = _builder()\n{body}    o.__class__ = _cls\n    return o\n"
-    namespace: dict[str, object] = {"_builder": builder, "_cls": cls}
-    exec(code, namespace)  # noqa: S102 - source built from attrs field names
-    make = namespace["make"]
-    sample = tuple(range(len(fields)))
-    try:
-        made = make(*sample)  # type: ignore[operator]
-    except TypeError:  # a layout Python will not reassign
-        return slow
-    if type(made) is not cls or any(getattr(made, f) != v for f, v in zip(fields, sample)):
-        return slow
-    return make  # type: ignore[return-value]
-
-
-_loc = _maker(Loc, ("file", "line", "col", "end_line", "end_col"))
-_num = _maker(n.Num, ("value", "loc"))
-_name = _maker(n.Name, ("id", "loc"))
-_bin = _maker(n.Bin, ("op", "left", "right", "loc"))
-_unary = _maker(n.Unary, ("op", "operand", "loc"))
-_call = _maker(n.Call, ("fn", "args", "loc"))
-_ref = _maker(n.Ref, ("name", "index", "transpose", "loc"))
-_at = _maker(n.At, ("expr", "loc"))
-_span = _maker(n.Span, ("start", "size", "loc"))
-_all = _maker(n.All, ("loc",))
-_attr = _maker(n.Attr, ("key", "value", "loc"))
-_op = _maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
-_let = _maker(n.Let, ("name", "value", "loc"))
-_for = _maker(n.For, ("var", "start", "stop", "step", "body", "loc"))
-_if = _maker(n.If, ("cond", "then", "orelse", "loc"))
-_layout = _maker(n.Layout, ("name", "args", "loc"))
-_reg_decl = _maker(n.RegDecl, ("name", "dtype", "shape", "layout", "loc"))
-_param = _maker(n.Param, ("name", "tier", "dtype", "shape", "loc"))
-_constraint = _maker(n.Constraint, ("var", "op", "values", "loc"))
-_const = _maker(n.Const, ("name", "value", "loc"))
-_grid = _maker(n.Grid, ("vars", "extents", "loc"))
-_cta = _maker(n.Cta, ("warps", "occupancy", "cluster", "loc"))
-_smem = _maker(n.Smem, ("name", "dtype", "shape", "stages", "swizzle", "pad", "align", "loc"))
-_barrier = _maker(n.Barrier, ("name", "kind", "count", "stages", "loc"))
-_role = _maker(n.Role, ("name", "warp_start", "warp_stop", "per", "regs", "body", "loc"))
-_kernel = _maker(
+_loc = maker(Loc, ("file", "line", "col", "end_line", "end_col"))
+_num = maker(n.Num, ("value", "loc"))
+_name = maker(n.Name, ("id", "loc"))
+_bin = maker(n.Bin, ("op", "left", "right", "loc"))
+_unary = maker(n.Unary, ("op", "operand", "loc"))
+_call = maker(n.Call, ("fn", "args", "loc"))
+_ref = maker(n.Ref, ("name", "index", "transpose", "loc"))
+_at = maker(n.At, ("expr", "loc"))
+_span = maker(n.Span, ("start", "size", "loc"))
+_all = maker(n.All, ("loc",))
+_attr = maker(n.Attr, ("key", "value", "loc"))
+_op = maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
+_let = maker(n.Let, ("name", "value", "loc"))
+_for = maker(n.For, ("var", "start", "stop", "step", "body", "loc"))
+_if = maker(n.If, ("cond", "then", "orelse", "loc"))
+_layout = maker(n.Layout, ("name", "args", "loc"))
+_reg_decl = maker(n.RegDecl, ("name", "dtype", "shape", "layout", "loc"))
+_param = maker(n.Param, ("name", "tier", "dtype", "shape", "loc"))
+_constraint = maker(n.Constraint, ("var", "op", "values", "loc"))
+_const = maker(n.Const, ("name", "value", "loc"))
+_grid = maker(n.Grid, ("vars", "extents", "loc"))
+_cta = maker(n.Cta, ("warps", "occupancy", "cluster", "loc"))
+_smem = maker(n.Smem, ("name", "dtype", "shape", "stages", "swizzle", "pad", "align", "loc"))
+_barrier = maker(n.Barrier, ("name", "kind", "count", "stages", "loc"))
+_role = maker(n.Role, ("name", "warp_start", "warp_stop", "per", "regs", "body", "loc"))
+_kernel = maker(
     n.Kernel, ("name", "params", "domain", "consts", "grid", "cta", "smem", "barriers", "roles", "loc")
 )
-_buffer = _maker(n.Buffer, ("name", "dtype", "shape", "loc"))
-_launch = _maker(n.Launch, ("kernel", "args", "loc"))
-_program = _maker(n.Program, ("name", "params", "domain", "buffers", "launches", "loc"))
-_module = _maker(n.Module, ("kernels", "program", "path"))
+_buffer = maker(n.Buffer, ("name", "dtype", "shape", "loc"))
+_launch = maker(n.Launch, ("kernel", "args", "loc"))
+_program = maker(n.Program, ("name", "params", "domain", "buffers", "launches", "loc"))
+_module = maker(n.Module, ("kernels", "program", "path"))
 
 # binding levels of the expression grammar, loosest first (`not` is a prefix between `and` and comparisons)
 _OR, _AND, _NOT, _CMP, _ADD, _MUL = range(1, 7)

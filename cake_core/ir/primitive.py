@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import attrs
 import numpy as np
 
+from cake_core.ir.fastmake import maker
 from cake_core.target import Feature
 
 if TYPE_CHECKING:
@@ -161,6 +162,11 @@ class Effect:
         return self.operand.slot.atomic
 
 
+# Effect(operand, access, tier, async_proxy, asynchronous, barrier, masked, arrivals, amount), every field
+# given, built without attrs' frozen __init__ (the verifier makes one per operand of every operation)
+_effect = maker(Effect)
+
+
 @attrs.frozen
 class CostTerms:
     """Work of one execution of an operation by one role instance."""
@@ -292,8 +298,8 @@ class Primitive:
             slot = operand.slot
             mask = slot.masked_always or (slot.mask_attr is not None and _mask_given(op.attr(slot.mask_attr)))
             out.append(
-                Effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
-                       slot.barrier, mask)
+                _effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
+                        slot.barrier, mask, None, None)
             )  # fmt: skip
         return tuple(out)
 

@@ -21,6 +21,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS, EvalError, evaluate, try_int
+from cake_core.ir.fastmake import maker
 from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
@@ -454,8 +455,13 @@ class KernelChecker:
             shape_t = tuple(shape)
         else:
             shape_t = (info.stages or 1,) if p.ring else ()
-        return Operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
-                       p.layout)  # fmt: skip
+        return _operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
+                        p.layout)  # fmt: skip
+
+
+# Operand(expr, slot, kind, name, dtype, shape, decl, stage, index, transpose, layout), every field given,
+# built without attrs' frozen __init__ (one per operand of every operation of every specialization)
+_operand = maker(Operand)
 
 
 def _int_value(e: n.Expr, env: Mapping[str, int | str]) -> int | None:
