@@ -92,7 +92,7 @@ How it is computed (none of this changes a verdict)
   first form of its search) before the relaxations look at ``m``'s atoms, whose alternatives each
   bounder memoizes. With such a bounder, the candidates of the search after that first form (guard
   eliminations, then each one's relaxations) are built as coefficient maps rather than
-  :class:`~cake_core.verify.symbolic.Lin`\ s and lowered in integers over a common denominator
+  :class:`~cake_core.verify.symbolic.Lin` objects and lowered in integers over a common denominator
   (:func:`~cake_core.verify.symbolic.candidate_bounds`): the same candidates in the same order,
   deduplicated alike, with the same bounds, so the same proof and the same forms tried.
 * Size samples are shared by the specializations with the same range and constants; sums of bound
@@ -538,7 +538,7 @@ class KernelDomain:
             if f is not None and bounder.proves_nonneg(f):
                 return True, [f]
             # The same bounds of the same candidates, in the same order, computed without building
-            # them as :class:`Lin`\ s (see :func:`candidate_bounds`).
+            # them as :class:`Lin` objects (see :func:`candidate_bounds`).
             forms = []
             for f in candidate_bounds(m, guards, bounder, f):
                 if f is None:

@@ -541,8 +541,14 @@ class Bounder:
             if f is None:
                 break
             parts.append((f, a))
-            if exact and (type(a) is not int or type(f.const) is not int or any(type(c) is not int for _, c in f.terms)):
-                exact = False
+            if exact:
+                if type(a) is not int or type(f.const) is not int:
+                    exact = False
+                else:
+                    for _, c in f.terms:
+                        if type(c) is not int:
+                            exact = False
+                            break
         else:
             out = _sum(x.const, parts) if exact else _sum_rational(x.const, parts)
         memo[key] = out
@@ -641,8 +647,26 @@ class Bounder:
         """Whether ``a <= b`` for every admissible size."""
         if a is None or b is None:
             return False
-        m = self.domain.min_of(b + a.scale(-1))
-        return m is not None and m >= 0
+        # ``self.domain.min_of(b + a.scale(-1)) >= 0`` without building the difference: the same
+        # exact sum over the sizes whose coefficient in ``b - a`` is not zero
+        acc = dict(b.terms)
+        for s, c in a.terms:
+            acc[s] = acc.get(s, 0) - c
+        total = b.const - a.const
+        sizes = self.domain.sizes
+        for s, c in acc.items():
+            if c == 0:
+                continue
+            r = sizes.get(s)
+            if r is None:
+                return False
+            if c > 0:
+                total += c * r.lo
+            elif r.hi is None:
+                return False
+            else:
+                total += c * r.hi
+        return total >= 0
 
     def _atom(self, atom: Atom, low: bool) -> Form | None:
         op, args = atom.op, atom.args
