@@ -595,9 +595,10 @@ class Bounder:
         memo[key] = out
         return out
 
-    def lower_of(self, const: Q, items: Sequence[tuple[Sym, Q]]) -> Form | None:
-        """``self.lower(Lin(const, items))`` for an acyclic bounder (:attr:`acyclic`), without the
-        :class:`Lin` and its memo: ``items`` in the order of a :class:`Lin`'s terms (by key), no zero.
+    def lower_of(self, const: Q, items: Sequence[tuple[str, Q]], syms: Mapping[str, Sym]) -> Form | None:
+        """``self.lower(Lin(const, terms))`` for an acyclic bounder (:attr:`acyclic`), without the
+        :class:`Lin` and its memo: ``items`` the terms as ``(key of the symbol, coefficient)`` in the
+        order of a :class:`Lin`'s terms (by key), no zero; ``syms`` maps the keys to the symbols.
 
         The same form (the same rationals): the lower bound of a linear expression is ``const + Σ a·B``
         with ``B`` each symbol's bound in the direction of its coefficient's sign, summed here in
@@ -608,9 +609,11 @@ class Bounder:
             return Form(const)
         memo = self._scaled_memo
         parts = []
-        for sym, a in items:
-            key = (sym.key, a > 0)
-            rep = memo[key] if key in memo else self._scaled(sym, a > 0)
+        for k, a in items:
+            key = (k, a > 0)
+            rep = memo.get(key, memo)  # (the memo itself: not there)
+            if rep is memo:
+                rep = self._scaled(syms[k], a > 0)
             if rep is None:
                 return None
             parts.append((a, rep))
@@ -635,7 +638,15 @@ class Bounder:
             total += f * c
             for s, v in terms:
                 acc[s] = acc.get(s, 0) + f * v
-        return Form.make(_div(total, den), {s: _div(v, den) for s, v in acc.items() if v})
+        # (the rationals over ``den``: _div, inlined)
+        q, r = divmod(total, den)
+        const = q if r == 0 else Fraction(total, den)
+        terms = {}
+        for s, v in acc.items():
+            if v:
+                q, r = divmod(v, den)
+                terms[s] = q if r == 0 else Fraction(v, den)
+        return Form.make(const, terms)
 
     def proves_nonneg(self, f: Form | None) -> bool:
         if f is None:
@@ -903,11 +914,6 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
         yield out
 
 
-def _norm(a: Q) -> Q:
-    """``a`` as an int when it is integral (:func:`_q`, inlined for ints)."""
-    return a if type(a) is int else _q(a)
-
-
 def candidate_bounds(m: Lin, guards: Sequence[Lin], bounder: Bounder, first: Form | None) -> Iterator[Form | None]:
     """``bounder.lower(v)`` for every ``v`` of ``relaxations(c, bounder)`` for every ``c`` of
     ``eliminations(m, guards)``, in that order, for an acyclic bounder (:attr:`Bounder.acyclic`);
@@ -950,10 +956,13 @@ def candidate_bounds(m: Lin, guards: Sequence[Lin], bounder: Bounder, first: For
                             lambdas[lam] = None
                 for lam in _set_order(lambdas):
                     # x - λ·g
-                    yc = _norm(xc - gc * lam)
+                    yc = xc - gc * lam
+                    if type(yc) is not int:
+                        yc = _q(yc)
                     d = dict(xitems)
                     for k, b in gk.items():
-                        d[k] = _norm(d.get(k, 0) - b * lam)
+                        a = d.get(k, 0) - b * lam
+                        d[k] = a if type(a) is int else _q(a)
                     yitems = sorted((k, a) for k, a in d.items() if a != 0)
                     key = (yc, tuple(yitems))
                     if key not in seen and len(seen) < 256:
@@ -969,7 +978,7 @@ def _relaxed_bounds(
     """The bounds of :func:`relaxations` of ``const + Σ a·x`` (``items``: ``(key of x, a)`` sorted by
     key, no zero; ``syms`` maps keys to symbols); ``first`` the bound of the form itself when known."""
     lower_of = bounder.lower_of
-    yield first if first is not None else lower_of(const, [(syms[k], a) for k, a in items])
+    yield first if first is not None else lower_of(const, items, syms)
     options: list[tuple[str, Q, list[Lin]]] = []
     known = bounder._alternatives
     for k, c in items:
@@ -1008,5 +1017,8 @@ def _relaxed_bounds(
             cc += pc
             for k, a in terms:
                 d[k] = d.get(k, 0) + a
-        out = sorted((k, _norm(a)) for k, a in d.items() if a != 0)
-        yield lower_of(_norm(cc), [(syms[k], a) for k, a in out])
+        yield lower_of(
+            cc if type(cc) is int else _q(cc),
+            sorted((k, a if type(a) is int else _q(a)) for k, a in d.items() if a != 0),
+            syms,
+        )
