@@ -539,7 +539,7 @@ class KernelDomain:
                 return True, [f]
             # The same bounds of the same candidates, in the same order, computed without building
             # them as :class:`Lin` objects (see :func:`candidate_bounds`).
-            forms = []
+            forms: list[Form] = []
             for f in candidate_bounds(m, guards, bounder, f):
                 if f is None:
                     continue
@@ -547,7 +547,7 @@ class KernelDomain:
                 if bounder.proves_nonneg(f):
                     return True, forms
             return False, forms
-        forms: list[Form] = []
+        forms = []
         for cand in eliminations(m, guards):
             for variant in relaxations(cand, bounder):
                 f = bounder.lower(variant)
