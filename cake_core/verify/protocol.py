@@ -70,7 +70,6 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
