@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -115,8 +115,13 @@ class ShapeDomain:
 
     def min_of(self, f: Form) -> Fraction | None:
         """The least value of ``f`` over the domain; None when it is unbounded below."""
-        total = f.const
-        for s, a in f.terms:
+        return self.least(f.const, f.terms)
+
+    def least(self, const: Fraction | int, terms: Iterable[tuple[str, Fraction | int]]) -> Fraction | None:
+        """The least value of ``const + sum(a * s)`` over the domain, for the ``(s, a)`` of ``terms``;
+        None when it is unbounded below."""
+        total = const
+        for s, a in terms:
             r = self.sizes.get(s)
             if r is None:
                 return None
@@ -670,21 +675,8 @@ class Bounder:
         acc = dict(b.terms)
         for s, c in a.terms:
             acc[s] = acc.get(s, 0) - c
-        total = b.const - a.const
-        sizes = self.domain.sizes
-        for s, c in acc.items():
-            if c == 0:
-                continue
-            r = sizes.get(s)
-            if r is None:
-                return False
-            if c > 0:
-                total += c * r.lo
-            elif r.hi is None:
-                return False
-            else:
-                total += c * r.hi
-        return total >= 0
+        least = self.domain.least(b.const - a.const, [(s, c) for s, c in acc.items() if c != 0])
+        return least is not None and least >= 0
 
     def _atom(self, atom: Atom, low: bool) -> Form | None:
         op, args = atom.op, atom.args
