@@ -90,11 +90,7 @@ How it is computed (none of this changes a verdict)
   nearest enclosing one when the variables added in between are new to it; a run-time loop step is
   bounded by the enclosing scope's bounder; and :meth:`KernelDomain.prove` tries ``lower(m)`` (the
   first form of its search) before the relaxations look at ``m``'s atoms, whose alternatives each
-  bounder memoizes. With such a bounder, the candidates of the search after that first form (guard
-  eliminations, then each one's relaxations) are built as coefficient maps rather than
-  :class:`~cake_core.verify.symbolic.Lin` objects and lowered in integers over a common denominator
-  (:func:`~cake_core.verify.symbolic.candidate_bounds`): the same candidates in the same order,
-  deduplicated alike, with the same bounds, so the same proof and the same forms tried.
+  bounder memoizes.
 * Size samples are shared by the specializations with the same range and constants; sums of bound
   forms with fractional numbers are computed in integers over a common denominator.
 """
@@ -115,7 +111,7 @@ from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
 from cake_core.ir.primitive import Effect, Kind, Operand
 from cake_core.verify.facts import facts
 from cake_core.verify.symbolic import (
-    Bound, Bounder, Form, Lin, Linearizer, ShapeDomain, SizeRange, Var, candidate_bounds, eliminations, lin_multiple,
+    Bound, Bounder, Form, Lin, Linearizer, ShapeDomain, SizeRange, Var, eliminations, lin_multiple,
     relaxations,
 )  # fmt: skip
 
@@ -537,17 +533,7 @@ class KernelDomain:
             f = bounder.lower(m)
             if f is not None and bounder.proves_nonneg(f):
                 return True, [f]
-            # The same bounds of the same candidates, in the same order, computed without building
-            # them as :class:`Lin` objects (see :func:`candidate_bounds`).
-            forms: list[Form] = []
-            for f in candidate_bounds(m, guards, bounder, f):
-                if f is None:
-                    continue
-                forms.append(f)
-                if bounder.proves_nonneg(f):
-                    return True, forms
-            return False, forms
-        forms = []
+        forms: list[Form] = []
         for cand in eliminations(m, guards):
             for variant in relaxations(cand, bounder):
                 f = bounder.lower(variant)

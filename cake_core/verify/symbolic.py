@@ -463,7 +463,6 @@ def _kind_of(e: object) -> type | None:
 
 
 Bound = tuple[Lin | None, Lin | None]  # a variable's lowest and highest value, in terms of outer names
-_Scaled = tuple[int, int, tuple[tuple[str, int], ...]]  # a Form over a denominator d: (d, d·const, d·terms)
 
 
 def _sum(const: Q, parts: Sequence[tuple[Form, Q]]) -> Form:
@@ -509,14 +508,11 @@ class Bounder:
         self._acyclic: bool | None = None
         self.asked: set[str] = set()  # the variables whose bounds were looked up
         self._alternatives: dict[tuple[str, bool], list[Lin]] = {}  # see relaxations
-        #: bounds of symbols in integers (see :meth:`_scaled`), by the key of :attr:`_memo`
-        self._scaled_memo: dict[tuple[str, bool], _Scaled | None] = {}
 
     def inherit(self, other: Bounder) -> None:
         """Start from ``other``'s memo (the caller knows its bounds are this bounder's)."""
         self._memo.update(other._memo)
         self._lin_memo.update(other._lin_memo)
-        self._scaled_memo.update(other._scaled_memo)
         self.asked.update(other.asked)
 
     @property
@@ -583,82 +579,6 @@ class Bounder:
             out = self._atom(sym, low)  # type: ignore[arg-type]
         memo[key] = out
         return out
-
-    def _scaled(self, sym: Sym, low: bool) -> _Scaled | None:
-        """``self._sym(sym, low)`` over the common denominator ``d`` of its numbers:
-        ``(d, d·const, ((size, d·coef), ...))``; memoized (only for acyclic bounders, whose bounds of
-        symbols are functions of the question alone)."""
-        key = (sym.key, low)
-        memo = self._scaled_memo
-        if key in memo:
-            return memo[key]
-        f = self._sym(sym, low)
-        out: _Scaled | None = None
-        if f is not None:
-            c, terms = f.const, f.terms
-            if type(c) is int and all(type(a) is int for _, a in terms):
-                out = (1, c, terms)
-            else:
-                d = math.lcm(c.denominator, *(a.denominator for _, a in terms))
-                out = (
-                    d, c.numerator * (d // c.denominator),
-                    tuple((s, a.numerator * (d // a.denominator)) for s, a in terms),
-                )  # fmt: skip
-        memo[key] = out
-        return out
-
-    def lower_of(self, const: Q, items: Sequence[tuple[str, Q]], syms: Mapping[str, Sym]) -> Form | None:
-        """``self.lower(Lin(const, terms))`` for an acyclic bounder (:attr:`acyclic`), without the
-        :class:`Lin` and its memo: ``items`` the terms as ``(key of the symbol, coefficient)`` in the
-        order of a :class:`Lin`'s terms (by key), no zero; ``syms`` maps the keys to the symbols.
-
-        The same form (the same rationals): the lower bound of a linear expression is ``const + Σ a·B``
-        with ``B`` each symbol's bound in the direction of its coefficient's sign, summed here in
-        integers over the common denominator. The symbols are asked in the same order, stopping at the
-        first without a bound, as :meth:`_bound` does.
-        """
-        if not items:
-            return Form(const)
-        memo = self._scaled_memo
-        parts = []
-        for k, a in items:
-            key = (k, a > 0)
-            rep = memo.get(key, memo)  # (the memo itself: not there)
-            if rep is memo:
-                rep = self._scaled(syms[k], a > 0)
-            if rep is None:
-                return None
-            parts.append((a, rep))
-        den = 1 if type(const) is int else const.denominator
-        for a, (d, _, _) in parts:
-            if d != 1 or type(a) is not int:
-                dd = d * a.denominator
-                if den % dd:
-                    den = math.lcm(den, dd)
-        acc: dict[str, int] = {}
-        if den == 1:
-            total = const
-            for a, (_, c, terms) in parts:
-                total += a * c
-                for s, v in terms:
-                    acc[s] = acc.get(s, 0) + a * v
-            return Form.make(total, acc)
-        total = const.numerator * (den // const.denominator)
-        for a, (d, c, terms) in parts:
-            na = a.numerator
-            f = na * (den // (d * a.denominator))
-            total += f * c
-            for s, v in terms:
-                acc[s] = acc.get(s, 0) + f * v
-        # (the rationals over ``den``: _div, inlined)
-        q, r = divmod(total, den)
-        const = q if r == 0 else Fraction(total, den)
-        terms = {}
-        for s, v in acc.items():
-            if v:
-                q, r = divmod(v, den)
-                terms[s] = q if r == 0 else Fraction(v, den)
-        return Form.make(const, terms)
 
     def proves_nonneg(self, f: Form | None) -> bool:
         if f is None:
@@ -913,113 +833,3 @@ def relaxations(m: Lin, bounder: Bounder) -> Iterator[Lin]:
         for (atom, c, _), p in zip(options, picks, strict=True):
             out = out + (Lin.of(atom) if p is None else p).scale(c)
         yield out
-
-
-def candidate_bounds(m: Lin, guards: Sequence[Lin], bounder: Bounder, first: Form | None) -> Iterator[Form | None]:
-    """``bounder.lower(v)`` for every ``v`` of ``relaxations(c, bounder)`` for every ``c`` of
-    ``eliminations(m, guards)``, in that order, for an acyclic bounder (:attr:`Bounder.acyclic`);
-    ``first`` is ``bounder.lower(m)``, the first of them.
-
-    The same candidates computed on coefficient maps instead of :class:`Lin`\\ s (exact rationals, so
-    the same numbers), deduplicated as :func:`eliminations` does (two linear forms have the same key
-    exactly when they have the same constant and the same coefficient for each symbol key), each
-    lowered by :meth:`Bounder.lower_of` (the same form as :meth:`Bounder.lower`, which an acyclic
-    bounder answers the same way whether or not it memoized the candidate).
-    """
-    syms: dict[str, Sym] = {}
-    guard_coefs = []
-    for g in guards:
-        gk = {}
-        for x, a in g.terms:
-            syms[x.key] = x
-            gk[x.key] = a
-        guard_coefs.append((g.const, gk))
-    items = []
-    for x, a in m.terms:
-        syms[x.key] = x
-        items.append((x.key, a))
-    # the first candidate is m itself: its first variant is m, whose bound is ``first``
-    yield from _relaxed_bounds(m.const, items, syms, bounder, first)
-    seen = {(m.const, tuple(items))}
-    frontier = [(m.const, items)]
-    for _ in range(2):
-        nxt: list[tuple[Q, list[tuple[str, Q]]]] = []
-        for xc, xitems in frontier:
-            for gc, gk in guard_coefs:
-                lambdas: dict[Q, None] = {1: None}  # insertion-ordered, as a set of values
-                for k, a in xitems:
-                    if k[0] == "s":  # a size ("s:" key)
-                        continue
-                    b = gk.get(k, 0)
-                    if b != 0:
-                        lam = _div(a, b)
-                        if lam > 0:
-                            lambdas[lam] = None
-                for lam in _set_order(lambdas):
-                    # x - λ·g
-                    yc = xc - gc * lam
-                    if type(yc) is not int:
-                        yc = _q(yc)
-                    d = dict(xitems)
-                    for k, b in gk.items():
-                        a = d.get(k, 0) - b * lam
-                        d[k] = a if type(a) is int else _q(a)
-                    yitems = sorted((k, a) for k, a in d.items() if a != 0)
-                    key = (yc, tuple(yitems))
-                    if key not in seen and len(seen) < 256:
-                        seen.add(key)
-                        nxt.append((yc, yitems))
-                        yield from _relaxed_bounds(yc, yitems, syms, bounder, None)
-        frontier = nxt
-
-
-def _relaxed_bounds(
-    const: Q, items: list[tuple[str, Q]], syms: dict[str, Sym], bounder: Bounder, first: Form | None
-) -> Iterator[Form | None]:
-    """The bounds of :func:`relaxations` of ``const + Σ a·x`` (``items``: ``(key of x, a)`` sorted by
-    key, no zero; ``syms`` maps keys to symbols); ``first`` the bound of the form itself when known."""
-    lower_of = bounder.lower_of
-    yield first if first is not None else lower_of(const, items, syms)
-    options: list[tuple[str, Q, list[Lin]]] = []
-    known = bounder._alternatives
-    for k, c in items:
-        x = syms[k]
-        if type(x) is not Atom:
-            continue
-        key = (k, c > 0)
-        alts = known.get(key)  # type: ignore[assignment]
-        if alts is None:
-            alts = known[key] = _alternatives(x, c, bounder)
-        if alts:
-            options.append((k, c, alts))
-    if not options:
-        return
-    options = options[:6]
-    chosen = {o[0] for o in options}
-    rest = {k: c for k, c in items if k not in chosen}
-    # each option's choices as (constant, ((key, coefficient), ...)): the atom itself, then each
-    # alternative, times the atom's coefficient
-    choices = []
-    for k, c, alts in options:
-        row: list[tuple[Q, tuple[tuple[str, Q], ...]]] = [(0, ((k, c),))]
-        for p in alts:
-            terms = []
-            for x, a in p.terms:
-                syms[x.key] = x
-                terms.append((x.key, a * c))
-            row.append((p.const * c, tuple(terms)))
-        choices.append(row)
-    picks = itertools.product(*choices)
-    next(picks)  # every atom itself: the form, already tried
-    for pick in picks:
-        cc = const
-        d = dict(rest)
-        for pc, terms in pick:
-            cc += pc
-            for k, a in terms:
-                d[k] = d.get(k, 0) + a
-        yield lower_of(
-            cc if type(cc) is int else _q(cc),
-            sorted((k, a if type(a) is int else _q(a)) for k, a in d.items() if a != 0),
-            syms,
-        )
