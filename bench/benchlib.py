@@ -6,9 +6,7 @@ The scripts run as ``python bench/NAME.py``, so this folder is on their import p
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +20,7 @@ def registry() -> Any:
     """Every installed plugin and the corpus's fixture primitives (some corpus files use them)."""
     from cake_core import plugins
 
-    name = "cake_rules_core_fixture_primitives"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return plugins.load(extra=[sys.modules[name]])
+    return plugins.load(extra=[plugins.module_from_file("cake_rules_core_fixture_primitives", FIXTURES)])
 
 
 def commit() -> str:

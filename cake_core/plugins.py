@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import os
 import sys
@@ -289,6 +290,24 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
                     f"{_describe(info)} failed in `{hook_name}`: {type(exc).__name__}: {exc}"
                 ) from exc
     return registry
+
+
+def module_from_file(name: str, path: str | os.PathLike[str]) -> types.ModuleType:
+    """The Python file at ``path`` imported as the module ``name``, once per process (a later call
+    gives the module already in ``sys.modules``): an in-process plugin for :func:`load`'s ``extra``,
+    such as a test suite's fixture primitives."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise CakeUserError(f"{path} is not a Python file Cake can import")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 _REGISTRY: Registry | None = None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.util
 import json
 import random
 import subprocess
@@ -44,14 +43,9 @@ PER_SCHEDULE, PER_CORPUS_FILE = 45, 14
 
 def fixture_primitives() -> types.ModuleType:
     """The corpus's in-process fixture primitives (loaded as the pack's conftest loads them)."""
-    name = "cake_rules_core_fixture_primitives"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    from cake_core import plugins
+
+    return plugins.module_from_file("cake_rules_core_fixture_primitives", FIXTURES)
 
 
 def registry() -> Any:

@@ -8,9 +8,7 @@ this pack's entry point), so another installed rule pack's findings never leak i
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,14 +23,7 @@ PACK_ONLY = "nvidia-targets,core-rules"
 
 
 def _fixture_module():
-    name = "cake_rules_core_fixture_primitives"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "fixture_primitives.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return plugins.module_from_file("cake_rules_core_fixture_primitives", HERE / "fixture_primitives.py")
 
 
 @contextmanager
