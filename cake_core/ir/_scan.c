@@ -181,6 +181,9 @@ static PyObject *scan(PyObject *self, PyObject *text) {
         PyErr_SetString(PyExc_TypeError, "scan() takes a str");
         return NULL;
     }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return NULL; /* a legacy string made ready (always ready from 3.12) */
+#endif
     if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
     Tokens t = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
     PyObject *out = NULL;
