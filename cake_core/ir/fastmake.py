@@ -14,6 +14,11 @@ from typing import Any
 
 import attrs
 
+try:  # the same construction in C (cake_core/ir/_make.c), built at install where a C compiler was found
+    from cake_core.ir._make import Maker as _CMaker
+except ImportError:
+    _CMaker = None
+
 __all__ = ["maker"]
 
 
@@ -32,6 +37,9 @@ def maker(cls: type, fields: tuple[str, ...] | None = None) -> Callable[..., Any
     must be a plain value, not a factory), and values the class would convert must already be
     converted: the only converter allowed is ``tuple``, and the caller passes tuples.
 
+    Where the C extension ``cake_core.ir._make`` was built, the maker is its ``Maker``: the same slot
+    stores into a newly allocated ``cls``, without a Python frame or the class switch.
+
     The shortcut is taken only where that builds the very same object (checked here on a sample): a
     slotted attrs class whose slots are exactly its fields (no cached hash or other hidden slot),
     without validators, ``__attrs_pre_init__``/``__attrs_post_init__`` or ``on_setattr`` hooks. Any
@@ -47,6 +55,10 @@ def maker(cls: type, fields: tuple[str, ...] | None = None) -> Callable[..., Any
 
     if not _simple(cls, declared, fields, fixed):
         return slow
+    if _CMaker is not None:
+        made_c = _CMaker(cls, tuple(fields), tuple(fixed), tuple(fixed.values()))
+        if _builds(made_c, cls, fields, fixed):
+            return made_c  # type: ignore[no-any-return]
     # object's own attribute setting (both hooks of that slot: __setattr__ and __delattr__) and __init__,
     # so that `_builder()` is a bare instance and `o.name = value` a plain slot store
     builder = type(
@@ -68,16 +80,20 @@ def maker(cls: type, fields: tuple[str, ...] | None = None) -> Callable[..., Any
     exec(code, namespace)  # noqa: S102 - source built from attrs field names
     make = namespace["make"]
     make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
+    return make if _builds(make, cls, fields, fixed) else slow  # type: ignore[no-any-return]
+
+
+def _builds(make: Callable[..., Any], cls: type, fields: tuple[str, ...], fixed: dict[str, Any]) -> bool:
+    """Whether ``make`` builds a ``cls`` holding the values it is given, and the fixed defaults (tried on
+    a sample)."""
     sample = tuple(range(len(fields)))
     try:
         made = make(*sample)
     except TypeError:  # a layout Python will not reassign
-        return slow
+        return False
     if type(made) is not cls or any(getattr(made, f) != v for f, v in zip(fields, sample)):
-        return slow
-    if any(getattr(made, f) is not v for f, v in fixed.items()):
-        return slow
-    return make  # type: ignore[no-any-return]
+        return False
+    return all(getattr(made, f) is v for f, v in fixed.items())
 
 
 def _simple(cls: type, declared: Any, fields: tuple[str, ...], fixed: dict[str, Any]) -> bool:
