@@ -421,7 +421,7 @@ class KernelChecker:
         steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
         op, prim, outs, ins = resolved
         operand = self.operand
-        typed = TypedOpImpl(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
+        typed = _typed_op(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
         model = self.model
         model.ops.append(typed)
         model.by_op[id(op)] = typed
@@ -497,6 +497,11 @@ class _OperandPlan:
     dims: tuple[int | n.Expr, ...] = ()
     ring: bool = False
 
+
+# _OperandPlan and TypedOpImpl with every field given, built by slot stores (one per operand, one per
+# operation, of every kernel checked)
+_operand_plan = maker(_OperandPlan)
+_typed_op = maker(TypedOpImpl)
 
 #: one step of a resolved role body: a :class:`KernelChecker` method and its argument
 _Step = tuple[Any, Any]
@@ -719,7 +724,7 @@ class _Resolver:
             dims_t = _RANGES[rank] if rank < len(_RANGES) else tuple(range(rank))
         layout = decl.layout if kind is Kind.REGISTERS else None
         ring = staged and stage is None and kind is not Kind.BARRIER
-        return _OperandPlan(e, slot, kind, name, decl, stage, index, transpose, layout, dims_t, ring)
+        return _operand_plan(e, slot, kind, name, decl, stage, index, transpose, layout, dims_t, ring)
 
     def attributes(self, op: n.Op, prim: Primitive, scope: Set[str]) -> None:
         sig = prim.signature

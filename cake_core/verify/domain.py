@@ -108,6 +108,7 @@ import attrs
 
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
+from cake_core.ir.fastmake import maker
 from cake_core.ir.primitive import Effect, Kind, Operand
 from cake_core.verify.facts import facts
 from cake_core.verify.symbolic import (
@@ -280,6 +281,13 @@ class AccessVerdict:
     @property
     def operand(self) -> Operand:
         return self.effect.operand
+
+
+#: the verdicts that carry nothing but their status, shared (they are frozen)
+_PROVED, _MASKED = Verdict(Status.PROVED), Verdict(Status.MASKED)
+# built without attrs' frozen __init__ (one per obligation, one per access)
+_obligation = maker(Obligation)
+_access_verdict = maker(AccessVerdict)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -552,7 +560,7 @@ class KernelDomain:
     def _decide(self, chain: tuple[Binder, ...], state: _Scope, obligations: Sequence[Obligation]) -> Verdict:
         """:meth:`decide` under ``chain``, whose scope is ``state``."""
         if not obligations or self.shape.empty():
-            return Verdict(Status.PROVED)
+            return _PROVED
         bounder = self._bounder(state)
         open_: list[tuple[Obligation, list[Form]]] = []
         for ob in obligations:
@@ -566,7 +574,7 @@ class KernelDomain:
             if not ok:
                 open_.append((ob, forms))
         if not open_:
-            return Verdict(Status.PROVED)
+            return _PROVED
         return self._search(chain, open_)
 
     # -- witness search ------------------------------------------------------------------------------
@@ -896,7 +904,7 @@ class KernelDomain:
         def check(env: Mapping[str, object]) -> str | None:
             return of(*[evaluate(x, env) for x in evaluated])
 
-        return Obligation(m, exprs, check, (evaluated, of), fails)
+        return _obligation(m, exprs, check, (evaluated, of), fails)
 
     def _span(
         self, start: n.Expr, size: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str,
@@ -927,7 +935,7 @@ class KernelDomain:
     def access(self, typed: TypedOpImpl, effect: Effect) -> Verdict:
         """Whether one operand access stays in bounds (masked accesses are not examined)."""
         if effect.masked:
-            return Verdict(Status.MASKED)
+            return _MASKED
         o = effect.operand
         key = self._memo_key("access", id(typed.op), id(o.expr), o.slot.name, o.kind)
         if key is None:
@@ -944,7 +952,7 @@ class KernelDomain:
         chain = self.scope(typed)
         obligations = self._access_obligations(chain, effect)
         if not obligations:  # what decide says of no obligation, without looking at the scope
-            return Verdict(Status.PROVED)
+            return _PROVED
         return self._decide(chain, self._scope_state(chain), obligations)
 
     def accesses(self) -> list[AccessVerdict]:
@@ -954,7 +962,7 @@ class KernelDomain:
             for eff in of.effects:
                 if eff.operand.kind is Kind.VALUE or eff.operand.name is None:
                     continue
-                out.append(AccessVerdict(of.typed, eff, self.access(of.typed, eff)))
+                out.append(_access_verdict(of.typed, eff, self.access(of.typed, eff)))
         return out
 
     # -- divisibility --------------------------------------------------------------------------------
@@ -983,7 +991,7 @@ class KernelDomain:
         chain = self.scope(typed) if typed is not None else ()
         x = self._lin(self._scope_state(chain), e)
         if x is not None and lin_multiple(x.scale(scale), k, self.shape):
-            return Verdict(Status.PROVED)
+            return _PROVED
 
         def of(v: object) -> str | None:
             if isinstance(v, int) and (v * scale) % k:

@@ -70,6 +70,7 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.fastmake import maker
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
@@ -445,6 +446,11 @@ class Step:
 _DimFn = tuple[Fn | None, Any]
 
 
+# Step and SharedAccess with every field given, built by slot stores (one per simulated operation)
+_step = maker(Step)
+_shared_access = maker(SharedAccess)
+
+
 @attrs.define(eq=False, slots=True)
 class _Plan:
     facts: OpFacts
@@ -630,11 +636,11 @@ class _Walker:
                     else:
                         lo = int(start(env))
                         box.append((lo, lo + 1 if size is None else lo + max(int(size(env)), 0)))
-                out.append(SharedAccess(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
-                                        asynchronous, atomic, e))  # fmt: skip
+                out.append(_shared_access(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
+                                          asynchronous, atomic, e))  # fmt: skip
             accesses = tuple(out)
         pending = (int(p.pending(env)) if p.pending is not None else 0) if p.group_wait is not None else None
-        return Step(p.facts, inst, pos, loops, waits, signals, completes, accesses, pending, p)
+        return _step(p.facts, inst, pos, loops, waits, signals, completes, accesses, pending, p)
 
 
 class _BadStage(Exception):
