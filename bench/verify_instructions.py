@@ -15,8 +15,9 @@ compiled beforehand and ``PYTHONHASHSEED`` fixed, so that two runs of one tree c
 ``--against REV`` (repeatable) counts the same kernels with the code of another commit, checked out
 in a temporary git worktree: its ``cake_core`` and plugins come first on the import path, while this
 checkout's scripts, corpus and fixture primitives are used for all (so REV must have
-``cake_core.plugins.module_from_file``). The record gives every tree's count and the ratio of each
-REV's count to this tree's.
+``cake_core.plugins.module_from_file``). A REV's C extensions are built in its worktree first (this
+checkout runs as installed). Every run records the compiled parts it ran with; the record gives every
+tree's count and the ratio of each REV's count to this tree's.
 
 Writes ``bench/results/<date>-verify-instructions.json``. Needs ``valgrind`` on the PATH; takes about two
 minutes a tree for 1,000 kernels.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
@@ -58,6 +60,9 @@ def _child(items_file: str, count: int) -> None:
     if not Path(cake_core.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"cake_core was imported from {cake_core.__file__}, not from {tree}")
     items = [tuple(x) for x in json.loads(Path(items_file).read_text())]
+    # which compiled parts this tree's code runs with (both are optional at install)
+    compiled = [name for name in ("cake_core.ir._scan", "cake_core.ir._make") if importlib.util.find_spec(name)]
+    print(f"compiled parts: {','.join(compiled) or 'none'}", file=sys.stderr)
     reg = registry()
     gcpolicy.configure()
     vt.measure(items[WARM_UP], reg)
@@ -73,19 +78,25 @@ def _instructions(tree: Path, items_file: Path, count: int) -> int:
            "--child", str(items_file), str(count)]  # fmt: skip
     done = subprocess.run(cmd, env=env, cwd=ROOT / "bench", capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
+    parts = re.search(r"compiled parts: (\S+)", done.stderr)
+    if done.returncode != 0 or found is None or parts is None:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
         raise SystemExit(f"error: the counted run with {tree} failed: {tail[0]}")
-    return int(found.group(1))
+    return int(found.group(1)), parts.group(1)
 
 
-def _count_tree(tree: Path, items_file: Path, count: int) -> dict[str, int]:
+def _count_tree(tree: Path, items_file: Path, count: int, build: bool) -> dict[str, Any]:
+    """The counts of one tree; with ``build``, its C extensions built in place first (a checked-out
+    commit has none), so that it runs as an install of it would where a compiler is found."""
+    if build and (tree / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
+                       capture_output=True)  # fmt: skip
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "cake_core"), str(tree / "plugins")],
                    check=True, capture_output=True)  # fmt: skip
-    startup = _instructions(tree, items_file, 0)
-    total = _instructions(tree, items_file, count)
+    startup, _ = _instructions(tree, items_file, 0)
+    total, compiled = _instructions(tree, items_file, count)
     return {"instructions_total": total, "instructions_startup": startup,
-            "instructions_per_kernel": round((total - startup) / count)}  # fmt: skip
+            "instructions_per_kernel": round((total - startup) / count), "compiled_parts": compiled}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, tree in trees:
                 print(f"counting {name} ...", file=sys.stderr)
-                runs.append({"commit": name, **_count_tree(tree, items_file, args.count)})
+                runs.append({"commit": name, **_count_tree(tree, items_file, args.count, build=tree != ROOT)})
         finally:
             for _, tree in trees[1:]:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
