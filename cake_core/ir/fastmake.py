@@ -89,7 +89,7 @@ def _builds(make: Callable[..., Any], cls: type, fields: tuple[str, ...], fixed:
     sample = tuple(range(len(fields)))
     try:
         made = make(*sample)
-    except TypeError:  # a layout Python will not reassign
+    except TypeError:  # a layout Python will not reassign (the Python maker's class switch)
         return False
     if type(made) is not cls or any(getattr(made, f) != v for f, v in zip(fields, sample)):
         return False

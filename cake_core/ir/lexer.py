@@ -46,12 +46,13 @@ _OPS = frozenset("<- .. ^T == != <= >= < > = - + * / % ( ) [ ] { } , :".split())
 _DEPTH = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}  # what a bracket does to the nesting depth
 _STRUCTURAL = {NEWLINE: "NEWLINE", INDENT: "INDENT", DEDENT: "DEDENT", EOF: "EOF"}
 
+_DESCRIBE = {NEWLINE: "end of line", INDENT: "indent", DEDENT: "dedent", EOF: "end of file"}
+_DESCRIBE_KIND = {_STRUCTURAL[text]: words for text, words in _DESCRIBE.items()}
+
 try:  # the C scanner of well-formed text, built at install where a C compiler was found (setup.py)
     from cake_core.ir._scan import scan as _scan_c
 except ImportError:
     _scan_c = None
-_DESCRIBE = {NEWLINE: "end of line", INDENT: "indent", DEDENT: "dedent", EOF: "end of file"}
-_DESCRIBE_KIND = {_STRUCTURAL[text]: words for text, words in _DESCRIBE.items()}
 
 
 class Scanned(NamedTuple):
