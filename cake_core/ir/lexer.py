@@ -45,7 +45,6 @@ _DIGITS = frozenset("0123456789")
 _OPS = frozenset("<- .. ^T == != <= >= < > = - + * / % ( ) [ ] { } , :".split())
 _DEPTH = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}  # what a bracket does to the nesting depth
 _STRUCTURAL = {NEWLINE: "NEWLINE", INDENT: "INDENT", DEDENT: "DEDENT", EOF: "EOF"}
-
 _DESCRIBE = {NEWLINE: "end of line", INDENT: "indent", DEDENT: "dedent", EOF: "end of file"}
 _DESCRIBE_KIND = {_STRUCTURAL[text]: words for text, words in _DESCRIBE.items()}
 
