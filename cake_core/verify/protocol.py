@@ -446,11 +446,6 @@ class Step:
 _DimFn = tuple[Fn | None, Any]
 
 
-# Step and SharedAccess with every field given, built by slot stores (one per simulated operation)
-_step = maker(Step)
-_shared_access = maker(SharedAccess)
-
-
 @attrs.define(eq=False, slots=True)
 class _Plan:
     facts: OpFacts
@@ -465,6 +460,13 @@ class _Plan:
     group_commit: str | None = None
     group_wait: str | None = None
     asynchronous: bool = False  # some shared access completes after issue, or the operation signals complete-tx
+
+
+# Step, SharedAccess and _Plan with every field given, built by slot stores (one per simulated operation,
+# one per operation planned)
+_step = maker(Step)
+_shared_access = maker(SharedAccess)
+_plan_of = maker(_Plan)
 
 
 class _Compiler:
@@ -542,8 +544,8 @@ def _plan(of: OpFacts, model: KernelModel, comp: _Compiler) -> _Plan:
         or prim.group_commit is not None or prim.group_wait is not None or is_proxy_fence(prim)
     )  # fmt: skip
     asynchronous = bool(completes) or any(e.asynchronous for *_, e in accesses)
-    return _Plan(of, waits, signals, completes, accesses, pending, relevant, prim.cta_barrier, prim.group,
-                 prim.group_commit, prim.group_wait, asynchronous)  # fmt: skip
+    return _plan_of(of, waits, signals, completes, accesses, pending, relevant, prim.cta_barrier, prim.group,
+                    prim.group_commit, prim.group_wait, asynchronous)  # fmt: skip
 
 
 class _TooLong(Exception):
