@@ -398,20 +398,30 @@ def walk_ops(kernel: Kernel) -> Iterator[tuple[Role, Op]]:
                 yield role, s
 
 
-def walk_expr(e: Expr) -> Iterator[Expr]:
-    yield e
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The sub-expressions of ``e``, in source order (an index's start before its size)."""
+    t = type(e)
+    if t is Name or t is Num:  # the leaves, most expressions
+        return ()
+    if isinstance(e, Bin):
+        return (e.left, e.right)
     if isinstance(e, Unary):
-        yield from walk_expr(e.operand)
-    elif isinstance(e, Bin):
-        yield from walk_expr(e.left)
-        yield from walk_expr(e.right)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from walk_expr(a)
-    elif isinstance(e, Ref):
+        return (e.operand,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Ref):
+        out: list[Expr] = []
         for i in e.index:
             if isinstance(i, At):
-                yield from walk_expr(i.expr)
+                out.append(i.expr)
             elif isinstance(i, Span):
-                yield from walk_expr(i.start)
-                yield from walk_expr(i.size)
+                out += (i.start, i.size)
+        return tuple(out)
+    return ()
+
+
+def walk_expr(e: Expr) -> Iterator[Expr]:
+    """``e`` and every expression inside it, depth first in source order."""
+    yield e
+    for c in children(e):
+        yield from walk_expr(c)

@@ -246,46 +246,21 @@ def _scan(e: n.Expr, out: list[tuple[n.Expr, frozenset[str]]]) -> None:
     """Appends each division in ``e`` to ``out``: its divisor and the names its dividend mentions (as
     :func:`cake_core.ir.nodes.walk_expr` finds them). Divisions are rare: names are gathered for dividends
     only, not for every subexpression."""
-    if isinstance(e, n.Bin):
-        _scan(e.left, out)
-        _scan(e.right, out)
-        if e.op in ("/", "%"):
-            out.append((e.right, frozenset(_names(e.left, set()))))
-    elif isinstance(e, n.Unary):
-        _scan(e.operand, out)
-    elif isinstance(e, n.Call):
-        for a in e.args:
-            _scan(a, out)
-        if e.fn == "cdiv" and len(e.args) == 2:
-            out.append((e.args[1], frozenset(_names(e.args[0], set()))))
-    elif isinstance(e, n.Ref):
-        for i in e.index:
-            if isinstance(i, n.At):
-                _scan(i.expr, out)
-            elif isinstance(i, n.Span):
-                _scan(i.start, out)
-                _scan(i.size, out)
+    for c in n.children(e):
+        _scan(c, out)
+    if isinstance(e, n.Bin) and e.op in ("/", "%"):
+        out.append((e.right, frozenset(_names(e.left, set()))))
+    elif isinstance(e, n.Call) and e.fn == "cdiv" and len(e.args) == 2:
+        out.append((e.args[1], frozenset(_names(e.args[0], set()))))
 
 
 def _names(e: n.Expr, into: set[str]) -> set[str]:
     """``into`` with the names ``e`` mentions (those :func:`cake_core.ir.nodes.walk_expr` yields)."""
     if isinstance(e, n.Name):
         into.add(e.id)
-    elif isinstance(e, n.Bin):
-        _names(e.left, into)
-        _names(e.right, into)
-    elif isinstance(e, n.Unary):
-        _names(e.operand, into)
-    elif isinstance(e, n.Call):
-        for a in e.args:
-            _names(a, into)
-    elif isinstance(e, n.Ref):
-        for i in e.index:
-            if isinstance(i, n.At):
-                _names(i.expr, into)
-            elif isinstance(i, n.Span):
-                _names(i.start, into)
-                _names(i.size, into)
+    else:
+        for c in n.children(e):
+            _names(c, into)
     return into
 
 
