@@ -728,12 +728,6 @@ class _Resolver:
 
     def attributes(self, op: n.Op, prim: Primitive, scope: Set[str]) -> None:
         sig = prim.signature
-        if not op.attrs:
-            # the common case: nothing written, so only a required attribute can be missing
-            for spec in sig.attrs:
-                if spec.required:
-                    self.err(codes.ATTRIBUTES, op.loc, f"`{op.name}` needs the attribute `{spec.name}=...`")
-            return
         seen: set[str] = set()
         for a in op.attrs:
             spec = sig.attr(a.key)
