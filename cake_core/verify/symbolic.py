@@ -58,11 +58,19 @@ class SizeRange:
     def admits(self, v: int) -> bool:
         return v >= self.lo and (self.hi is None or v <= self.hi) and v % self.modulus == 0
 
-    def snap(self, v: int) -> set[int]:
-        """The admissible values nearest ``v`` on either side (at most two)."""
-        m = self.modulus
-        down, up = (v // m) * m, -(-v // m) * m
-        return {x for x in (down, up, self.lo) if self.admits(x) and abs(x - v) <= max(m, abs(v - self.lo))}
+    def snapped(self, values: Iterable[int]) -> list[int]:
+        """The admissible values nearest each of ``values`` that is not negative, sorted: the multiples
+        of the modulus at or next below and above it, where admissible, and the least value."""
+        lo, hi, m = self.lo, self.hi, self.modulus
+        out: set[int] = set()
+        for v in values:
+            if v >= 0:
+                down = v - v % m
+                out.add(down)
+                if down != v:
+                    out.add(down + m)
+                out.add(lo)
+        return sorted(x for x in out if x >= lo and (hi is None or x <= hi))
 
     def describe(self) -> str:
         parts = [f"{self.name} >= {self.lo}"]
@@ -161,20 +169,7 @@ class ShapeDomain:
                 wanted.update((k * c - 1, k * c, k * c + 1))
         if r.hi is not None:
             wanted.update((r.hi, r.hi - 1, r.hi - r.modulus))
-        # r.snap(v) of every wanted v >= 0, inlined: the multiples of the modulus at or next below and
-        # above v, and the least value, where admissible (snap's distance test always holds for these:
-        # the first two are less than a modulus from v, and the least value is |v - lo| from it)
-        lo, hi, m = r.lo, r.hi, r.modulus
-        out: set[int] = set()
-        for v in wanted:
-            if v >= 0:
-                down = v - v % m
-                out.add(down)
-                if down != v:
-                    out.add(down + m)
-        if any(v >= 0 for v in wanted):
-            out.add(lo)
-        return sorted(x for x in out if x >= lo and (hi is None or x <= hi))
+        return r.snapped(wanted)
 
 
 # ---------------------------------------------------------------------------------------------------
