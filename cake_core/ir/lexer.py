@@ -48,12 +48,6 @@ _STRUCTURAL = {NEWLINE: "NEWLINE", INDENT: "INDENT", DEDENT: "DEDENT", EOF: "EOF
 _DESCRIBE = {NEWLINE: "end of line", INDENT: "indent", DEDENT: "dedent", EOF: "end of file"}
 _DESCRIBE_KIND = {_STRUCTURAL[text]: words for text, words in _DESCRIBE.items()}
 
-try:  # the C scanner of well-formed text, built at install where a C compiler was found (setup.py)
-    from cake_core.ir._scan import scan as _scan_c
-except ImportError:
-    _scan_c = None
-
-
 class Scanned(NamedTuple):
     """The tokens of a text: token ``i`` is ``texts[i]``, on line ``lines[i]`` from column ``cols[i]`` up
     to (not including) column ``ends[i]``; a token never spans lines."""
@@ -96,20 +90,6 @@ def loc_of(file: str, toks: Scanned, i: int) -> Loc:
 
 def scan(text: str, file: str) -> Scanned:
     """The tokens of ``text``; raises :class:`DiagnosticError` (``CK001``) on a lexical error.
-
-    Well-formed text is scanned by the C scanner (``cake_core/ir/_scan.c``) where it was built at
-    install; it gives up on anything else (a lexical error, text outside ASCII, a rare number shape),
-    and :func:`scan_python`, the definition of the grammar, scans that text and reports its errors.
-    """
-    if _scan_c is not None:
-        found = _scan_c(text)
-        if found is not None:
-            return Scanned(*found)
-    return scan_python(text, file)
-
-
-def scan_python(text: str, file: str) -> Scanned:
-    """:func:`scan` in Python: the token grammar's definition, and what reports lexical errors.
 
     The text is read a line at a time: one ``findall`` gives a line's tokens with the spaces before
     each (so columns are running sums of lengths), and indentation is measured once, at the start of a

@@ -15,7 +15,6 @@ from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
-from cake_core.ir.fastmake import maker
 from cake_core.ir.lexer import DEDENT, EOF, INDENT, NEWLINE, describe, scan
 from cake_core.ir.location import Loc
 
@@ -26,44 +25,6 @@ KEYWORDS = frozenset(
     "launch buffer warps per regs step and or not global scalar occupancy cluster swizzle pad "
     "align count mbarrier".split()
 )
-# ---------------------------------------------------------------------------------------------------
-# Fast construction of the most numerous nodes (a frozen class's __init__ would be about a third of a
-# parse's cost; see cake_core.ir.fastmake)
-# ---------------------------------------------------------------------------------------------------
-
-_loc = maker(Loc, ("file", "line", "col", "end_line", "end_col"))
-_num = maker(n.Num, ("value", "loc"))
-_name = maker(n.Name, ("id", "loc"))
-_bin = maker(n.Bin, ("op", "left", "right", "loc"))
-_unary = maker(n.Unary, ("op", "operand", "loc"))
-_call = maker(n.Call, ("fn", "args", "loc"))
-_ref = maker(n.Ref, ("name", "index", "transpose", "loc"))
-_at = maker(n.At, ("expr", "loc"))
-_span = maker(n.Span, ("start", "size", "loc"))
-_all = maker(n.All, ("loc",))
-_attr = maker(n.Attr, ("key", "value", "loc"))
-_op = maker(n.Op, ("name", "outs", "ins", "attrs", "loc"))
-_let = maker(n.Let, ("name", "value", "loc"))
-_for = maker(n.For, ("var", "start", "stop", "step", "body", "loc"))
-_if = maker(n.If, ("cond", "then", "orelse", "loc"))
-_layout = maker(n.Layout, ("name", "args", "loc"))
-_reg_decl = maker(n.RegDecl, ("name", "dtype", "shape", "layout", "loc"))
-_param = maker(n.Param, ("name", "tier", "dtype", "shape", "loc"))
-_constraint = maker(n.Constraint, ("var", "op", "values", "loc"))
-_const = maker(n.Const, ("name", "value", "loc"))
-_grid = maker(n.Grid, ("vars", "extents", "loc"))
-_cta = maker(n.Cta, ("warps", "occupancy", "cluster", "loc"))
-_smem = maker(n.Smem, ("name", "dtype", "shape", "stages", "swizzle", "pad", "align", "loc"))
-_barrier = maker(n.Barrier, ("name", "kind", "count", "stages", "loc"))
-_role = maker(n.Role, ("name", "warp_start", "warp_stop", "per", "regs", "body", "loc"))
-_kernel = maker(
-    n.Kernel, ("name", "params", "domain", "consts", "grid", "cta", "smem", "barriers", "roles", "loc")
-)
-_buffer = maker(n.Buffer, ("name", "dtype", "shape", "loc"))
-_launch = maker(n.Launch, ("kernel", "args", "loc"))
-_program = maker(n.Program, ("name", "params", "domain", "buffers", "launches", "loc"))
-_module = maker(n.Module, ("kernels", "program", "path"))
-
 # binding levels of the expression grammar, loosest first (`not` is a prefix between `and` and comparisons)
 _OR, _AND, _NOT, _CMP, _ADD, _MUL = range(1, 7)
 _BINARY = {
@@ -86,7 +47,7 @@ class Parser:
 
     def loc(self, i: int) -> Loc:
         line = self.lines[i]
-        return _loc(self.file, line, self.cols[i], line, self.ends[i])  # type: ignore[return-value]
+        return Loc(self.file, line, self.cols[i], line, self.ends[i])  # type: ignore[return-value]
 
     def at(self, text: str) -> bool:
         return self.toks[self.i] == text
@@ -128,7 +89,7 @@ class Parser:
     def span(self, start: int) -> Loc:
         """From the start of token ``start`` to the end of the last token consumed."""
         lines, end = self.lines, self.i - 1
-        return _loc(self.file, lines[start], self.cols[start], lines[end], self.ends[end])  # type: ignore[return-value]
+        return Loc(self.file, lines[start], self.cols[start], lines[end], self.ends[end])  # type: ignore[return-value]
 
     # -- module --------------------------------------------------------------------------------------
 
@@ -150,7 +111,7 @@ class Parser:
             raise DiagnosticError(
                 [SYNTAX.at(self.loc(self.i), "a module needs at least one `kernel`", label="file ends here")]
             )
-        return _module(tuple(kernels), program, self.file)
+        return n.Module(tuple(kernels), program, self.file)
 
     def params(self) -> tuple[n.Param, ...]:
         self.expect("(", "before the parameters")
@@ -163,10 +124,10 @@ class Parser:
                 dtype = self.ident("an element type")
                 self.expect("[", "before the parameter's shape")
                 shape = self.expr_list("]")
-                params.append(_param(name, "global", dtype, shape, self.span(start)))
+                params.append(n.Param(name, "global", dtype, shape, loc=self.span(start)))
             elif self.accept("scalar"):
                 dtype = self.ident("an element type")
-                params.append(_param(name, "scalar", dtype, (), self.span(start)))
+                params.append(n.Param(name, "scalar", dtype, (), loc=self.span(start)))
             else:
                 raise self.error(f"expected `global` or `scalar`, found {self.what()}")
             if not self.accept(","):
@@ -183,11 +144,11 @@ class Parser:
             if self.accept("in"):
                 self.expect("{", "before the set of values")
                 values = self.expr_list("}")
-                out.append(_constraint(var, "in", values, self.span(start)))
+                out.append(n.Constraint(var, "in", values, loc=self.span(start)))
             elif self.at(">=") or self.at("<="):
                 op = self.toks[self.i]
                 self.i += 1
-                out.append(_constraint(var, op, (self.expr(),), self.span(start)))
+                out.append(n.Constraint(var, op, (self.expr(),), loc=self.span(start)))
             elif self.accept("%"):
                 m = self.expr(_ADD)
                 self.expect("==", "in a divisibility clause (`N % 8 == 0`)")
@@ -197,7 +158,7 @@ class Parser:
                 if zero != "0":
                     raise self.error("a divisibility clause ends in `== 0`")
                 self.i += 1
-                out.append(_constraint(var, "%", (m,), self.span(start)))
+                out.append(n.Constraint(var, "%", (m,), loc=self.span(start)))
             else:
                 raise self.error(
                     f"expected `in`, `>=`, `<=` or `%` in a domain clause, found {self.what()}",
@@ -226,7 +187,7 @@ class Parser:
                 dtype = self.ident("an element type")
                 self.expect("[")
                 shape = self.expr_list("]")
-                buffers.append(_buffer(bname, dtype, shape, self.span(s)))
+                buffers.append(n.Buffer(bname, dtype, shape, loc=self.span(s)))
             elif self.accept("launch"):
                 kname = self.ident("a kernel name")
                 self.expect("(")
@@ -236,12 +197,12 @@ class Parser:
                     if not self.accept(","):
                         break
                 self.expect(")")
-                launches.append(_launch(kname, tuple(args), self.span(s)))
+                launches.append(n.Launch(kname, tuple(args), loc=self.span(s)))
             else:
                 raise self.error(f"expected `domain`, `buffer` or `launch`, found {self.what()}")
             self.newline("after a program item")
         self.i += 1
-        return _program(name, params, tuple(domain), tuple(buffers), tuple(launches), self.loc(start))
+        return n.Program(name, params, tuple(domain), tuple(buffers), tuple(launches), loc=self.loc(start))
 
     # -- kernel --------------------------------------------------------------------------------------
 
@@ -270,7 +231,7 @@ class Parser:
                     cs = self.i
                     cname = self.ident("a constant name")
                     self.expect("=")
-                    consts.append(_const(cname, self.expr(), self.span(cs)))
+                    consts.append(n.Const(cname, self.expr(), loc=self.span(cs)))
                     if not self.accept(","):
                         break
                 self.newline("after the constants")
@@ -288,7 +249,7 @@ class Parser:
                 self.expect("over")
                 self.expect("(")
                 extents = self.expr_list(")")
-                grid = _grid(tuple(gvars), extents, self.span(s))
+                grid = n.Grid(tuple(gvars), extents, loc=self.span(s))
                 self.newline("after the grid")
             elif key == "cta":
                 self.i += 1
@@ -301,7 +262,7 @@ class Parser:
                 if self.accept("cluster"):
                     self.expect("(")
                     cluster = self.expr_list(")")
-                cta = _cta(warps, occupancy, cluster, self.span(s))
+                cta = n.Cta(warps, occupancy, cluster, loc=self.span(s))
                 self.newline("after the cta line")
             elif key == "smem":
                 self.i += 1
@@ -317,7 +278,7 @@ class Parser:
                     stages = self.expr()
                     self.expect("]")
                 self.expect("count", "(arrivals per phase)")
-                barriers.append(_barrier(bname, kind, self.expr(), stages, self.span(s)))
+                barriers.append(n.Barrier(bname, kind, self.expr(), stages, loc=self.span(s)))
                 self.newline("after the barrier")
             elif key == "role":
                 roles.append(self.role())
@@ -333,9 +294,9 @@ class Parser:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `cta` line")])
         if not roles:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `role`")])
-        return _kernel(
+        return n.Kernel(
             name, params, tuple(domain), tuple(consts), grid, cta, tuple(smem), tuple(barriers),
-            tuple(roles), self.loc(start),
+            tuple(roles), loc=self.loc(start),
         )  # fmt: skip
 
     def smem(self, start: int) -> n.Smem:
@@ -366,7 +327,7 @@ class Parser:
                 align = self.expr()
             else:
                 break
-        return _smem(name, dtype, shape, stages, swizzle, pad, align, self.span(start))
+        return n.Smem(name, dtype, shape, stages, swizzle, pad, align, loc=self.span(start))
 
     def role(self) -> n.Role:
         start = self.expect("role")
@@ -381,7 +342,7 @@ class Parser:
         self.expect(":", "at the end of the role header")
         self.newline("after the role header")
         body = self.block()
-        return _role(name, lo, hi, per, regs, body, header)
+        return n.Role(name, lo, hi, per, regs, body, loc=header)
 
     # -- statements ----------------------------------------------------------------------------------
 
@@ -408,7 +369,7 @@ class Parser:
             loc = self.span(s)
             self.expect(":", "at the end of the `for` header")
             self.newline("after the `for` header")
-            return _for(var, lo, hi, step, self.block(), loc)
+            return n.For(var, lo, hi, step, self.block(), loc=loc)
         if key == "if":
             self.i += 1
             cond = self.expr()
@@ -421,7 +382,7 @@ class Parser:
                 self.expect(":")
                 self.newline("after `else:`")
                 orelse = self.block()
-            return _if(cond, then, orelse, loc)
+            return n.If(cond, then, orelse, loc=loc)
         if key == "let":
             self.i += 1
             name = self.ident("a name")
@@ -429,7 +390,7 @@ class Parser:
             value = self.expr()
             loc = self.span(s)
             self.newline("after the `let`")
-            return _let(name, value, loc)
+            return n.Let(name, value, loc=loc)
         if key == "reg":
             self.i += 1
             name = self.ident("a register tile name")
@@ -444,10 +405,10 @@ class Parser:
                 largs: tuple[n.Expr, ...] = ()
                 if self.accept("("):
                     largs = self.expr_list(")")
-                layout = _layout(lname, largs, self.span(ls))
+                layout = n.Layout(lname, largs, loc=self.span(ls))
             loc = self.span(s)
             self.newline("after the register tile")
-            return _reg_decl(name, dtype, shape, layout, loc)
+            return n.RegDecl(name, dtype, shape, layout, loc=loc)
         if key[0] in _NAME_START and key not in KEYWORDS:
             return self.op()
         raise self.error(f"expected a statement, found {describe(key)}")
@@ -478,7 +439,7 @@ class Parser:
                     a = self.i
                     self.i += 2
                     value = self.expr()
-                    attrs.append(_attr(t, value, self.span(a)))  # type: ignore[arg-type]
+                    attrs.append(n.Attr(t, value, loc=self.span(a)))  # type: ignore[arg-type]
                 else:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")
@@ -491,7 +452,7 @@ class Parser:
                 self.i += 1
         loc = self.span(s)
         self.newline("after the operation")
-        return _op(toks[s], tuple(outs), tuple(ins), tuple(attrs), loc)  # type: ignore[return-value]
+        return n.Op(toks[s], tuple(outs), tuple(ins), tuple(attrs), loc=loc)  # type: ignore[return-value]
 
     # -- expressions ---------------------------------------------------------------------------------
 
@@ -521,7 +482,7 @@ class Parser:
         if level <= _NOT and toks[s] == "not":
             self.i += 1
             operand = self.expr(_NOT)
-            left = _unary("not", operand, self.prefixed(s, operand))  # type: ignore[assignment]
+            left = n.Unary("not", operand, loc=self.prefixed(s, operand))  # type: ignore[assignment]
             ceiling = _AND
         else:
             left = self.operand()
@@ -534,7 +495,7 @@ class Parser:
             self.i += 1
             right = self.expr(prec + 1)
             a, b = left.loc, right.loc
-            left = _bin(op, left, right, _loc(a.file, a.line, a.col, b.end_line, b.end_col))  # type: ignore[assignment]
+            left = n.Bin(op, left, right, loc=Loc(a.file, a.line, a.col, b.end_line, b.end_col))  # type: ignore[assignment]
             ceiling = _CMP - 1 if prec == _CMP else prec
 
     def operand(self) -> n.Expr:
@@ -550,10 +511,10 @@ class Parser:
             if key == "(":
                 self.i += 1
                 args = self.expr_list(")")
-                return _call(t, args, self.span(s))  # type: ignore[return-value]
+                return n.Call(t, args, loc=self.span(s))  # type: ignore[return-value]
             if key != "[" and key != "^T":
                 line = self.lines[s]
-                return _name(t, _loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
+                return n.Name(t, loc=Loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
             index: list[n.Idx] = []
             while toks[self.i] == "[":
                 self.i += 1
@@ -565,21 +526,21 @@ class Parser:
                 self.expect("]")
             transpose = self.accept("^T")
             if index or transpose:
-                return _ref(t, tuple(index), transpose, self.span(s))  # type: ignore[return-value]
+                return n.Ref(t, tuple(index), transpose, loc=self.span(s))  # type: ignore[return-value]
             # `x[]`: a plain name, located at the name alone
-            return _name(t, self.loc(s))  # type: ignore[return-value]
+            return n.Name(t, loc=self.loc(s))  # type: ignore[return-value]
         if c in _DIGITS and t[-1] != "B":
             self.i = s + 1
             v: int | float = float(t) if ("." in t or "e" in t or "E" in t) else int(t)
             line = self.lines[s]
-            return _num(v, _loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
+            return n.Num(v, loc=Loc(self.file, line, self.cols[s], line, self.ends[s]))  # type: ignore[return-value]
         if t == "-":
             self.i = s + 1
             operand = self.operand()
             loc = self.prefixed(s, operand)
             if isinstance(operand, n.Num):
-                return _num(-operand.value, loc)  # type: ignore[return-value]
-            return _unary("-", operand, loc)  # type: ignore[return-value]
+                return n.Num(-operand.value, loc=loc)  # type: ignore[return-value]
+            return n.Unary("-", operand, loc=loc)  # type: ignore[return-value]
         if t == "(":
             self.i = s + 1
             e = self.expr()
@@ -590,19 +551,19 @@ class Parser:
     def prefixed(self, start: int, operand: n.Expr) -> Loc:
         """The span of the prefix operator at token ``start`` and its ``operand``."""
         b = operand.loc
-        return _loc(self.file, self.lines[start], self.cols[start], b.end_line, b.end_col)  # type: ignore[return-value]
+        return Loc(self.file, self.lines[start], self.cols[start], b.end_line, b.end_col)  # type: ignore[return-value]
 
     def index_item(self) -> n.Idx:
         s = self.i
         if self.toks[s] == ":":
             self.i += 1
-            return _all(self.loc(s))  # type: ignore[return-value]
+            return n.All(loc=self.loc(s))  # type: ignore[return-value]
         start = self.expr()
         if self.accept(":"):
             self.expect("+", "before a slice size (`start : +size`)")
             size = self.expr()
-            return _span(start, size, self.span(s))  # type: ignore[return-value]
-        return _at(start, self.span(s))  # type: ignore[return-value]
+            return n.Span(start, size, loc=self.span(s))  # type: ignore[return-value]
+        return n.At(start, loc=self.span(s))  # type: ignore[return-value]
 
 
 def parse(text: str, file: str = "<string>") -> n.Module:

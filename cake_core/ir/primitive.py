@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import attrs
 import numpy as np
 
-from cake_core.ir.fastmake import maker
 from cake_core.target import Feature
 
 if TYPE_CHECKING:
@@ -164,7 +163,6 @@ class Effect:
 
 # Effect(operand, access, tier, async_proxy, asynchronous, barrier, masked, arrivals, amount), every field
 # given, built without attrs' frozen __init__ (the verifier makes one per operand of every operation)
-_effect = maker(Effect)
 
 
 @attrs.frozen
@@ -298,7 +296,7 @@ class Primitive:
             slot = operand.slot
             mask = slot.masked_always or (slot.mask_attr is not None and _mask_given(op.attr(slot.mask_attr)))
             out.append(
-                _effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
+                Effect(operand, slot.access, operand.kind, slot.async_proxy, slot.asynchronous,
                         slot.barrier, mask, None, None)
             )  # fmt: skip
         return tuple(out)

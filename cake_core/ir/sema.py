@@ -21,7 +21,6 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS, EvalError, evaluate, try_int
-from cake_core.ir.fastmake import maker
 from cake_core.ir.layouts import LayoutError, LayoutInfo, resolve
 from cake_core.ir.location import Loc
 from cake_core.ir.primitive import Kind, Operand, Primitive, Slot
@@ -421,7 +420,7 @@ class KernelChecker:
         steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
         op, prim, outs, ins = resolved
         operand = self.operand
-        typed = _typed_op(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
+        typed = TypedOpImpl(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
         model = self.model
         model.ops.append(typed)
         model.by_op[id(op)] = typed
@@ -455,13 +454,12 @@ class KernelChecker:
             shape_t = tuple(shape)
         else:
             shape_t = (info.stages or 1,) if p.ring else ()
-        return _operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
+        return Operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
                         p.layout)  # fmt: skip
 
 
 # Operand(expr, slot, kind, name, dtype, shape, decl, stage, index, transpose, layout), every field given,
 # built without attrs' frozen __init__ (one per operand of every operation of every specialization)
-_operand = maker(Operand)
 
 
 def _int_value(e: n.Expr, env: Mapping[str, int | str]) -> int | None:
@@ -500,8 +498,6 @@ class _OperandPlan:
 
 # _OperandPlan and TypedOpImpl with every field given, built by slot stores (one per operand, one per
 # operation, of every kernel checked)
-_operand_plan = maker(_OperandPlan)
-_typed_op = maker(TypedOpImpl)
 
 #: one step of a resolved role body: a :class:`KernelChecker` method and its argument
 _Step = tuple[Any, Any]
@@ -724,7 +720,7 @@ class _Resolver:
             dims_t = _RANGES[rank] if rank < len(_RANGES) else tuple(range(rank))
         layout = decl.layout if kind is Kind.REGISTERS else None
         ring = staged and stage is None and kind is not Kind.BARRIER
-        return _operand_plan(e, slot, kind, name, decl, stage, index, transpose, layout, dims_t, ring)
+        return _OperandPlan(e, slot, kind, name, decl, stage, index, transpose, layout, dims_t, ring)
 
     def attributes(self, op: n.Op, prim: Primitive, scope: Set[str]) -> None:
         sig = prim.signature

@@ -108,7 +108,6 @@ import attrs
 
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import BUILTINS, WORDS, EvalError, evaluate
-from cake_core.ir.fastmake import maker
 from cake_core.ir.primitive import Effect, Kind, Operand
 from cake_core.verify.facts import facts
 from cake_core.verify.symbolic import (
@@ -286,8 +285,6 @@ class AccessVerdict:
 #: the verdicts that carry nothing but their status, shared (they are frozen)
 _PROVED, _MASKED = Verdict(Status.PROVED), Verdict(Status.MASKED)
 # built without attrs' frozen __init__ (one per obligation, one per access)
-_obligation = maker(Obligation)
-_access_verdict = maker(AccessVerdict)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -904,7 +901,7 @@ class KernelDomain:
         def check(env: Mapping[str, object]) -> str | None:
             return of(*[evaluate(x, env) for x in evaluated])
 
-        return _obligation(m, exprs, check, (evaluated, of), fails)
+        return Obligation(m, exprs, check, (evaluated, of), fails)
 
     def _span(
         self, start: n.Expr, size: n.Expr, ext: n.Expr, lets: Mapping[str, Lin | None], where: str,
@@ -962,7 +959,7 @@ class KernelDomain:
             for eff in of.effects:
                 if eff.operand.kind is Kind.VALUE or eff.operand.name is None:
                     continue
-                out.append(_access_verdict(of.typed, eff, self.access(of.typed, eff)))
+                out.append(AccessVerdict(of.typed, eff, self.access(of.typed, eff)))
         return out
 
     # -- divisibility --------------------------------------------------------------------------------

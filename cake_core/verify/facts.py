@@ -28,7 +28,6 @@ from collections import defaultdict
 
 import attrs
 
-from cake_core.ir.fastmake import maker
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Primitive
 from cake_core.ir.sema import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.target import Feature
@@ -81,7 +80,6 @@ class OpFacts:
 
 
 # OpFacts with every field given, built by slot stores (one per operation of every model checked)
-_op_facts = maker(OpFacts)
 
 
 @attrs.define(eq=False)
@@ -130,7 +128,7 @@ def facts(model: KernelModel) -> KernelFacts:
     fence = cta = False
     for typed in model.ops:
         prim = typed.prim
-        of = _op_facts(typed, tuple(prim.effects(typed)), frozenset(prim.features(typed)))
+        of = OpFacts(typed, tuple(prim.effects(typed)), frozenset(prim.features(typed)))
         ops.append(of)
         by_op[id(typed.op)] = of
         for e in of.effects:

@@ -70,7 +70,6 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.fastmake import maker
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
@@ -439,9 +438,6 @@ class _Plan:
 
 # Step, SharedAccess and _Plan with every field given, built by slot stores (one per simulated operation,
 # one per operation planned)
-_step = maker(Step)
-_shared_access = maker(SharedAccess)
-_plan_of = maker(_Plan)
 
 
 class _Compiler:
@@ -519,7 +515,7 @@ def _plan(of: OpFacts, model: KernelModel, comp: _Compiler) -> _Plan:
         or prim.group_commit is not None or prim.group_wait is not None or is_proxy_fence(prim)
     )  # fmt: skip
     asynchronous = bool(completes) or any(e.asynchronous for *_, e in accesses)
-    return _plan_of(of, waits, signals, completes, accesses, pending, relevant, prim.cta_barrier, prim.group,
+    return _Plan(of, waits, signals, completes, accesses, pending, relevant, prim.cta_barrier, prim.group,
                     prim.group_commit, prim.group_wait, asynchronous)  # fmt: skip
 
 
@@ -613,11 +609,11 @@ class _Walker:
                     else:
                         lo = int(start(env))
                         box.append((lo, lo + 1 if size is None else lo + max(int(size(env)), 0)))
-                out.append(_shared_access(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
+                out.append(SharedAccess(buf, tuple(box), box[0][0] if staged else None, read, write, proxy,
                                           asynchronous, atomic, e))  # fmt: skip
             accesses = tuple(out)
         pending = (int(p.pending(env)) if p.pending is not None else 0) if p.group_wait is not None else None
-        return _step(p.facts, inst, pos, loops, waits, signals, completes, accesses, pending, p)
+        return Step(p.facts, inst, pos, loops, waits, signals, completes, accesses, pending, p)
 
 
 class _BadStage(Exception):

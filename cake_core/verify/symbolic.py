@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.fastmake import maker
 from cake_core.ir.exprs import EvalError, evaluate
 
 if TYPE_CHECKING:
@@ -206,11 +205,11 @@ class Form:
         items = [(s, _q(a)) for s, a in terms.items() if a != 0]
         if len(items) > 1:
             items.sort()
-        return _form(_q(const), tuple(items))
+        return Form(_q(const), tuple(items))
 
     def __add__(self, other: Form) -> Form:
         if not other.terms:
-            return _form(_q(self.const + other.const), self.terms)
+            return Form(_q(self.const + other.const), self.terms)
         t = dict(self.terms)
         for s, a in other.terms:
             t[s] = t.get(s, 0) + a
@@ -218,13 +217,13 @@ class Form:
 
     def scale(self, k: Q) -> Form:
         if k == 0:
-            return _form(0, ())
+            return Form(0, ())
         # a non-zero factor keeps every term non-zero and the (sorted) order of the sizes
-        return _form(_q(self.const * k), tuple((s, _q(a * k)) for s, a in self.terms))
+        return Form(_q(self.const * k), tuple((s, _q(a * k)) for s, a in self.terms))
 
     def div(self, k: int) -> Form:
         """``self.div(k)`` for an integer ``k > 0``, in integers where they divide."""
-        return _form(_div(self.const, k), tuple((s, _div(a, k)) for s, a in self.terms))
+        return Form(_div(self.const, k), tuple((s, _div(a, k)) for s, a in self.terms))
 
     @property
     def is_const(self) -> bool:
@@ -243,7 +242,6 @@ class Form:
         return " + ".join(parts)
 
 
-_form = maker(Form)  # Form(const, terms), built without attrs' frozen __init__
 
 
 class _Keyed:
@@ -309,17 +307,17 @@ class Lin(_Keyed):
         items = [(x, _q(a)) for x, a in terms.items() if a != 0]
         if len(items) > 1:
             items.sort(key=_sym_key)
-        return _lin(_q(const), tuple(items))
+        return Lin(_q(const), tuple(items))
 
     @staticmethod
     def of(x: Sym) -> Lin:
-        return _lin(0, ((x, 1),))
+        return Lin(0, ((x, 1),))
 
     def __add__(self, other: Lin) -> Lin:
         if not other.terms:
-            return _lin(_q(self.const + other.const), self.terms)
+            return Lin(_q(self.const + other.const), self.terms)
         if not self.terms:
-            return _lin(_q(self.const + other.const), other.terms)
+            return Lin(_q(self.const + other.const), other.terms)
         t: dict[Sym, Q] = dict(self.terms)
         for x, a in other.terms:
             t[x] = t.get(x, 0) + a
@@ -330,15 +328,15 @@ class Lin(_Keyed):
 
     def scale(self, k: Q) -> Lin:
         if k == 0:
-            return _lin(0, ())
-        return _lin(_q(self.const * k), tuple((x, _q(a * k)) for x, a in self.terms))
+            return Lin(0, ())
+        return Lin(_q(self.const * k), tuple((x, _q(a * k)) for x, a in self.terms))
 
     def div(self, k: int) -> Lin:
         """``self.div(k)`` for an integer ``k > 0``, in integers where they divide."""
-        return _lin(_div(self.const, k), tuple((x, _div(a, k)) for x, a in self.terms))
+        return Lin(_div(self.const, k), tuple((x, _div(a, k)) for x, a in self.terms))
 
     def plus(self, k: Q) -> Lin:
-        return _lin(_q(self.const + k), self.terms)
+        return Lin(_q(self.const + k), self.terms)
 
     def coef(self, x: Sym) -> Q:
         for y, a in self.terms:
@@ -359,7 +357,6 @@ class Lin(_Keyed):
         return k
 
 
-_lin = maker(Lin)  # Lin(const, terms), built without attrs' frozen __init__ (its key is computed later)
 
 
 def _sym_key(xa: tuple[Sym, Q]) -> str:
@@ -386,14 +383,14 @@ class Linearizer:
         kind = _KINDS.get(type(e)) or _kind_of(e)
         if kind is n.Num:
             v = e.value  # type: ignore[attr-defined]
-            return _lin(int(v), ()) if isinstance(v, int) else None
+            return Lin(int(v), ()) if isinstance(v, int) else None
         if kind is n.Name:
             name = e.id  # type: ignore[attr-defined]
             if name in lets:
                 return lets[name]
             v = self.env.get(name)
             if isinstance(v, int) and not isinstance(v, bool):
-                return _lin(v, ())
+                return Lin(v, ())
             if name in self.sizes:
                 return Lin.of(Size(name))
             if v is not None:
@@ -419,7 +416,7 @@ class Linearizer:
                 if k is not None and k > 0:
                     ka = _int_const(a)
                     if ka is not None:
-                        return _lin(ka // k if op == "/" else ka % k, ())
+                        return Lin(ka // k if op == "/" else ka % k, ())
                     return Lin.of(Atom("floor" if op == "/" else "mod", (a, b)))
                 return Lin.of(Atom("div" if op == "/" else "modv", (a, b)))
             return None  # comparisons and booleans are not indices
@@ -436,8 +433,8 @@ class Linearizer:
             ka, kb = _int_const(a), _int_const(b)
             if ka is not None and kb is not None:
                 if fn == "cdiv":
-                    return _lin(-(-ka // kb), ()) if kb else None
-                return _lin(min(ka, kb) if fn == "min" else max(ka, kb), ())
+                    return Lin(-(-ka // kb), ()) if kb else None
+                return Lin(min(ka, kb) if fn == "min" else max(ka, kb), ())
             if fn == "cdiv" and (kb is None or kb <= 0):
                 return Lin.of(Atom("div", (a.plus(-1) + b, b)))
             return Lin.of(Atom(fn, (a, b)))
@@ -531,7 +528,7 @@ class Bounder:
 
     def _bound(self, x: Lin, low: bool) -> Form | None:
         if not x.terms:
-            return _form(x.const, ())
+            return Form(x.const, ())
         key = (x.key, low)
         memo = self._lin_memo
         if key in memo:
@@ -559,7 +556,7 @@ class Bounder:
 
     def _sym(self, sym: Sym, low: bool) -> Form | None:
         if type(sym) is Size:
-            return _form(0, ((sym.name, 1),))
+            return Form(0, ((sym.name, 1),))
         key = (sym.key, low)
         memo = self._memo
         if key in memo:
@@ -604,21 +601,21 @@ class Bounder:
                     if lo is None:
                         return None
                     exact = self.domain.always_multiple(lo, k)
-                    return (lo if exact else lo + _form(-(k - 1), ())).div(k)
+                    return (lo if exact else lo + Form(-(k - 1), ())).div(k)
                 hi = self.upper(x)
                 return None if hi is None else hi.div(k)
             if op == "mod" and k:
                 lo, hi = self.lower(x), self.upper(x)
-                if self.proves_nonneg(lo) and self._le(hi, _form(k - 1, ())):
+                if self.proves_nonneg(lo) and self._le(hi, Form(k - 1, ())):
                     return lo if low else hi  # 0 <= x < k: the remainder is x itself
                 if lin_multiple(x, k, self.domain):
-                    return _form(0, ())
-                return _form(0, ()) if low else _form(k - 1, ())
+                    return Form(0, ())
+                return Form(0, ()) if low else Form(k - 1, ())
             if op == "modv":  # remainder by a run-time value: 0 .. divisor-1 when the divisor is positive
                 dlo, dhi = self.lower(k_lin), self.upper(k_lin)
-                if dlo is None or not self._le(_form(1, ()), dlo):
+                if dlo is None or not self._le(Form(1, ()), dlo):
                     return None
-                return _form(0, ()) if low else (None if dhi is None else dhi + _form(-1, ()))
+                return Form(0, ()) if low else (None if dhi is None else dhi + Form(-1, ()))
             return None  # division by a run-time value
         if op == "cdiv":
             x, k_lin = args
@@ -632,7 +629,7 @@ class Bounder:
             if hi is None:
                 return None
             exact = self.domain.always_multiple(hi, k)
-            return (hi if exact else hi + _form(k - 1, ())).div(k)
+            return (hi if exact else hi + Form(k - 1, ())).div(k)
         if op in ("min", "max"):
             a, b = args
             fa, fb = self._bound(a, low), self._bound(b, low)
@@ -653,15 +650,15 @@ class Bounder:
                 return fb if is_min else fa
             if low:
                 ea, eb = self.domain.min_of(fa), self.domain.min_of(fb)
-                return None if ea is None or eb is None else _form(min(ea, eb), ())
+                return None if ea is None or eb is None else Form(min(ea, eb), ())
             ea, eb = self.domain.max_of(fa), self.domain.max_of(fb)
-            return None if ea is None or eb is None else _form(max(ea, eb), ())
+            return None if ea is None or eb is None else Form(max(ea, eb), ())
         if op == "mul":
             a, b = args
             la, ha, lb, hb = self.lower(a), self.upper(a), self.lower(b), self.upper(b)
             if all(f is not None and f.is_const for f in (la, ha, lb, hb)):
                 prods = [p.const * q.const for p in (la, ha) for q in (lb, hb)]  # type: ignore[union-attr]
-                return _form(min(prods) if low else max(prods), ())
+                return Form(min(prods) if low else max(prods), ())
             if not (self.proves_nonneg(la) and self.proves_nonneg(lb)):
                 return None
             # both factors are non-negative: scale one factor's bound by the other's constant extreme
@@ -670,7 +667,7 @@ class Bounder:
                 ca, cb = self.domain.min_of(la), self.domain.min_of(lb)
                 if ca is not None and ca > 0:
                     return lb.scale(ca)
-                return la.scale(cb) if cb is not None else _form(0, ())
+                return la.scale(cb) if cb is not None else Form(0, ())
             ca = self.domain.max_of(ha) if ha is not None else None
             cb = self.domain.max_of(hb) if hb is not None else None
             if ca is not None and hb is not None:
