@@ -18,11 +18,12 @@ import pluggy
 
 if TYPE_CHECKING:
     from cake_core.cost.model import CostModel
-    from cake_core.ir.primitive import Primitive
+    from cake_core.ir.layouts import TileLayout
+    from cake_core.ir.primitive import Primitive, Tier
     from cake_core.loop.agent import Agent
     from cake_core.loop.tactic import Tactic
     from cake_core.problems.problem import Problem
-    from cake_core.target import Target
+    from cake_core.target import Target, TargetFeature
     from cake_core.verify.rule import Rule
 
 hookspec = pluggy.HookspecMarker("cake")
@@ -38,13 +39,40 @@ def cake_register_targets(register: Callable[[Target], None]) -> None:
     """Register hardware targets.
 
     :param register: call with one :class:`cake_core.target.Target` per GPU part; its ``name`` is
-        the id users pass as ``--target``.
+        the id users pass as ``--target``. Each of its features must be declared by a loaded plugin.
+    """
+
+
+@hookspec
+def cake_register_features(register: Callable[[TargetFeature], None]) -> None:
+    """Register hardware features: names that targets list and primitives require.
+
+    :param register: call with one :class:`cake_core.target.TargetFeature` per feature name (``"tma"``),
+        saying what a target that lists it offers.
     """
 
 
 # ---------------------------------------------------------------------------------------------------
 # The IR vocabulary
 # ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_register_tiers(register: Callable[[Tier], None]) -> None:
+    """Register memory tiers: kinds of operand (where an operand lives) that primitives' slots accept.
+
+    :param register: call with one :class:`cake_core.ir.primitive.Tier` per kind; each kind a
+        primitive's signature names must be declared by a loaded plugin.
+    """
+
+
+@hookspec
+def cake_register_layouts(register: Callable[[TileLayout], None]) -> None:
+    """Register register-tile layouts, the names written in ``reg t: f32[M, N] layout NAME(ARGS)``.
+
+    :param register: call with one :class:`cake_core.ir.layouts.TileLayout` per layout: how it places
+        a tile over a role instance's threads, and how many registers a thread needs for it.
+    """
 
 
 @hookspec

@@ -23,7 +23,7 @@ import inspect
 import os
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -42,26 +42,43 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "cake_core.problems.knn",
 )
 
-# hook name -> registry category, in the order categories are listed
-HOOK_CATEGORIES: dict[str, str] = {
-    "cake_register_targets": "targets",
-    "cake_register_primitives": "primitives",
-    "cake_register_rules": "rules",
-    "cake_register_cost_models": "cost_models",
-    "cake_register_tactics": "tactics",
-    "cake_register_agents": "agents",
-    "cake_register_problems": "problems",
-}
-CATEGORIES = tuple(HOOK_CATEGORIES.values())
-_SINGULAR = {
-    "targets": "target",
-    "primitives": "primitive",
-    "rules": "rule",
-    "cost_models": "cost model",
-    "tactics": "tactic",
-    "agents": "agent",
-    "problems": "problem",
-}
+@attrs.frozen
+class Category:
+    """One kind of thing plugins register: its name, its hook, what one of it is called, the interface
+    every registered object must satisfy, and the names in other categories an object uses."""
+
+    name: str  # "rules": the key of :meth:`Registry.get`
+    hook: str  # "cake_register_rules"
+    word: str  # "rule", for messages
+    interface: str  # "module:QualName" of the class every object registered here is an instance of
+    uses: Callable[[Any], Iterable[tuple[str, str]]] = lambda obj: ()  # (category, name) it needs declared
+
+
+def _target_uses(target: Any) -> Iterable[tuple[str, str]]:
+    return [("features", f) for f in sorted(target.features)]
+
+
+def _primitive_uses(prim: Any) -> Iterable[tuple[str, str]]:
+    sig = prim.signature
+    return [("tiers", k) for k in sorted({k for slot in sig.outs + sig.ins for k in slot.kinds})]
+
+
+#: every category, in the order of the hooks in :mod:`cake_core.hookspecs`
+CATEGORIES: tuple[Category, ...] = (
+    Category("targets", "cake_register_targets", "target", "cake_core.target:Target", _target_uses),
+    Category("features", "cake_register_features", "feature", "cake_core.target:TargetFeature"),
+    Category("tiers", "cake_register_tiers", "memory tier", "cake_core.ir.primitive:Tier"),
+    Category("layouts", "cake_register_layouts", "layout", "cake_core.ir.layouts:TileLayout"),
+    Category("primitives", "cake_register_primitives", "primitive", "cake_core.ir.primitive:Primitive", _primitive_uses),
+    Category("rules", "cake_register_rules", "rule", "cake_core.verify.rule:Rule"),
+    Category("cost_models", "cake_register_cost_models", "cost model", "cake_core.cost.model:CostModel"),
+    Category("tactics", "cake_register_tactics", "tactic", "cake_core.loop.tactic:Tactic"),
+    Category("agents", "cake_register_agents", "agent", "cake_core.loop.agent:Agent"),
+    Category("problems", "cake_register_problems", "problem", "cake_core.problems.problem:Problem"),
+)  # fmt: skip
+#: hook name -> its category
+BY_HOOK: dict[str, Category] = {c.hook: c for c in CATEGORIES}
+_BY_NAME: dict[str, Category] = {c.name: c for c in CATEGORIES}
 
 
 @attrs.frozen
@@ -83,26 +100,13 @@ class Registration:
     plugin: PluginInfo
 
 
-def interface_of(category: str) -> type:
-    """The typed interface every object registered in ``category`` must satisfy."""
-    # imported here: the interfaces live beside the machinery that uses them and import the IR
-    from cake_core.cost.model import CostModel
-    from cake_core.ir.primitive import Primitive
-    from cake_core.loop.agent import Agent
-    from cake_core.loop.tactic import Tactic
-    from cake_core.problems.problem import Problem
-    from cake_core.target import Target
-    from cake_core.verify.rule import Rule
-
-    return {
-        "targets": Target,
-        "primitives": Primitive,
-        "rules": Rule,
-        "cost_models": CostModel,
-        "tactics": Tactic,
-        "agents": Agent,
-        "problems": Problem,
-    }[category]
+def interface_of(category: str) -> type | None:
+    """The interface every object registered in ``category`` must be an instance of, if its module is
+    loaded. The host never imports an interface: an object can only be an instance of a class whose
+    module is loaded, so it looks the class up there, and sits below every package that defines one."""
+    module, _, qualname = _BY_NAME[category].interface.partition(":")
+    loaded = sys.modules.get(module)
+    return None if loaded is None else getattr(loaded, qualname)
 
 
 class Registry:
@@ -111,15 +115,15 @@ class Registry:
     def __init__(self, manager: pluggy.PluginManager, plugins: dict[str, PluginInfo]) -> None:
         self.manager = manager
         self.plugins = plugins
-        self._items: dict[str, dict[str, Registration]] = {c: {} for c in CATEGORIES}
+        self._items: dict[str, dict[str, Registration]] = {c.name: {} for c in CATEGORIES}
 
     def _add(self, category: str, obj: Any, plugin: PluginInfo) -> None:
-        what = _SINGULAR[category]
+        what = _BY_NAME[category].word
         iface = interface_of(category)
-        if not isinstance(obj, iface):
+        if iface is None or not isinstance(obj, iface):
             raise CakeUserError(
                 f"{_describe(plugin)} registered a {what} that is not a "
-                f"{iface.__module__}.{iface.__qualname__}: {' '.join(repr(obj).split()):.80}"
+                f"{_BY_NAME[category].interface.replace(':', '.')}: {' '.join(repr(obj).split()):.80}"
             )
         name = getattr(obj, "name", None)
         if not isinstance(name, str) or not name:
@@ -138,7 +142,7 @@ class Registry:
         try:
             return self._items[category][name].obj
         except KeyError:
-            raise UnknownNameError(_SINGULAR[category], name, list(self._items[category])) from None
+            raise UnknownNameError(_BY_NAME[category].word, name, list(self._items[category])) from None
 
     def registration(self, category: str, name: str) -> Registration:
         self.get(category, name)
@@ -147,6 +151,11 @@ class Registry:
     def names(self, category: str) -> list[str]:
         return sorted(self._items[category])
 
+    def by_name(self, category: str) -> dict[str, Any]:
+        """Everything registered in ``category`` by name, in the order it was registered (the core's
+        built-in plugins first)."""
+        return {name: r.obj for name, r in self._items[category].items()}
+
     def values(self, category: str) -> list[Any]:
         return [self._items[category][n].obj for n in self.names(category)]
 
@@ -154,10 +163,23 @@ class Registry:
         """What one plugin registered, category -> sorted names (empty categories left out)."""
         out: dict[str, list[str]] = {}
         for category in CATEGORIES:
-            names = sorted(n for n, r in self._items[category].items() if r.plugin.name == plugin_name)
+            names = sorted(n for n, r in self._items[category.name].items() if r.plugin.name == plugin_name)
             if names:
-                out[category] = names
+                out[category.name] = names
         return out
+
+    def check_uses(self) -> None:
+        """Refuse an object that uses a name no loaded plugin declares: a target's feature, a
+        primitive slot's memory tier."""
+        for category in CATEGORIES:
+            for reg in self._items[category.name].values():
+                for used_category, name in category.uses(reg.obj):
+                    if name not in self._items[used_category]:
+                        used = _BY_NAME[used_category]
+                        raise CakeUserError(
+                            f"{_describe(reg.plugin)} registered {category.word} `{reg.name}`, which uses "
+                            f"the {used.word} `{name}` that no loaded plugin declares (through `{used.hook}`)"
+                        )
 
 
 def _allow_list() -> set[str] | None:
@@ -197,7 +219,7 @@ def _describe(info: PluginInfo) -> str:
 def _check_hook_names(plugin: object, info: PluginInfo, pm: pluggy.PluginManager) -> None:
     """Reject hook implementations Cake would never call: an unknown ``cake_*`` hook name, or a
     ``cake_register_*`` function without ``@hookimpl`` (pluggy would skip it silently)."""
-    known = sorted(HOOK_CATEGORIES)
+    known = sorted(BY_HOOK)
     for attr in dir(plugin):
         if not attr.startswith("cake_"):
             continue
@@ -205,11 +227,11 @@ def _check_hook_names(plugin: object, info: PluginInfo, pm: pluggy.PluginManager
         if not inspect.isroutine(fn):
             continue
         marked = pm.parse_hookimpl_opts(plugin, attr) is not None
-        if attr not in HOOK_CATEGORIES and (marked or attr.startswith("cake_register_")):
+        if attr not in BY_HOOK and (marked or attr.startswith("cake_register_")):
             close = difflib.get_close_matches(attr, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else f" (hooks: {', '.join(known)})"
             raise CakeUserError(f"{_describe(info)} implements `{attr}`, a hook Cake does not define{hint}")
-        if attr in HOOK_CATEGORIES and not marked:
+        if attr in BY_HOOK and not marked:
             raise CakeUserError(
                 f"{_describe(info)} defines `{attr}` without `@hookimpl` "
                 f"(from cake_core.hookspecs), so Cake would never call it"
@@ -275,20 +297,21 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
         raise CakeUserError(f"a plugin implements a hook Cake does not define: {exc}") from exc
 
     registry = Registry(pm, plugins)
-    for hook_name, category in HOOK_CATEGORIES.items():
+    for category in CATEGORIES:
         for plugin_name, info in plugins.items():
             others = [p for n, p in pm.list_name_plugin() if n != plugin_name]
-            caller = pm.subset_hook_caller(hook_name, remove_plugins=others)
+            caller = pm.subset_hook_caller(category.hook, remove_plugins=others)
             if not caller.get_hookimpls():
                 continue
             try:
-                caller(register=_Register(registry, category, info))
+                caller(register=_Register(registry, category.name, info))
             except CakeError:
                 raise
             except Exception as exc:  # a broken plugin is the user's environment, as a failed import is
                 raise CakeUserError(
-                    f"{_describe(info)} failed in `{hook_name}`: {type(exc).__name__}: {exc}"
+                    f"{_describe(info)} failed in `{category.hook}`: {type(exc).__name__}: {exc}"
                 ) from exc
+    registry.check_uses()
     return registry
 
 

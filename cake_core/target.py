@@ -7,27 +7,58 @@ read every limit from them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
+from typing import ClassVar
 
 import attrs
 
+from cake_core.names import OpenName
 
-class Feature(enum.StrEnum):
-    """Hardware features a schedule may rely on. A target lists exactly the ones its architecture string has."""
 
-    CP_ASYNC = "cp.async"  # sm_80+: asynchronous global->shared copies
-    LDMATRIX = "ldmatrix"  # sm_75+: warp-cooperative shared->register matrix loads
-    MMA_SYNC = "mma.sync"  # sm_80+ bf16/fp16 m16n8k16 warp-level tensor-core MMA
-    STMATRIX = "stmatrix"  # sm_90+: warp-cooperative register->shared matrix stores
-    TMA = "tma"  # sm_90+: bulk tensor copies through tensor maps (cp.async.bulk.tensor)
-    MBARRIER_TX = "mbarrier.tx"  # sm_90+: mbarrier transaction counts (expect-tx / complete-tx)
-    CLUSTERS = "clusters"  # sm_90+: thread-block clusters and distributed shared memory
-    WGMMA = "wgmma"  # sm_90a only: warpgroup MMA (wgmma.mma_async)
-    SETMAXNREG = "setmaxnreg"  # sm_90a, sm_100a: per-warpgroup register reallocation
-    TCGEN05 = "tcgen05"  # sm_100a: fifth-generation tensor-core instructions
-    TMEM = "tmem"  # sm_100a: tensor memory
-    FP8 = "fp8"  # sm_89+: e4m3/e5m2 tensor-core inputs
+class Feature(OpenName):
+    """The name of a hardware feature a schedule may rely on (``"tma"``, ``"wgmma"``).
+
+    Features are names that plugins declare (:class:`TargetFeature`, through ``cake_register_features``),
+    not a closed list: the core declares none of them. The constants spell the names the core's own
+    primitives and rules use; ``cake-targets-nvidia`` declares them and which architectures have them.
+    """
+
+    __slots__ = ()
+
+    CP_ASYNC: ClassVar[Feature]
+    LDMATRIX: ClassVar[Feature]
+    MMA_SYNC: ClassVar[Feature]
+    STMATRIX: ClassVar[Feature]
+    TMA: ClassVar[Feature]
+    MBARRIER_TX: ClassVar[Feature]
+    CLUSTERS: ClassVar[Feature]
+    WGMMA: ClassVar[Feature]
+    SETMAXNREG: ClassVar[Feature]
+    TCGEN05: ClassVar[Feature]
+    TMEM: ClassVar[Feature]
+    FP8: ClassVar[Feature]
+
+
+Feature.CP_ASYNC = Feature("cp.async")
+Feature.LDMATRIX = Feature("ldmatrix")
+Feature.MMA_SYNC = Feature("mma.sync")
+Feature.STMATRIX = Feature("stmatrix")
+Feature.TMA = Feature("tma")
+Feature.MBARRIER_TX = Feature("mbarrier.tx")
+Feature.CLUSTERS = Feature("clusters")
+Feature.WGMMA = Feature("wgmma")
+Feature.SETMAXNREG = Feature("setmaxnreg")
+Feature.TCGEN05 = Feature("tcgen05")
+Feature.TMEM = Feature("tmem")
+Feature.FP8 = Feature("fp8")
+
+
+@attrs.frozen
+class TargetFeature:
+    """A plugin's declaration of one feature: its name, and what a target that has it offers."""
+
+    name: Feature = attrs.field(converter=Feature)
+    doc: str
 
 
 @attrs.frozen

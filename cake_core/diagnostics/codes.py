@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 
 @attrs.frozen

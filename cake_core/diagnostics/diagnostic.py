@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 
 class Severity(enum.StrEnum):

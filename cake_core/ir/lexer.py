@@ -20,7 +20,7 @@ import attrs
 
 from cake_core.diagnostics.codes import SYNTAX
 from cake_core.diagnostics.diagnostic import DiagnosticError
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 #: the texts of the structural tokens; a source token never contains a space
 NEWLINE, INDENT, DEDENT, EOF = " NEWLINE", " INDENT", " DEDENT", " EOF"

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from cake_core.ir.location import UNKNOWN, Loc
+from cake_core.location import UNKNOWN, Loc
 
 
 def _loc() -> Loc:

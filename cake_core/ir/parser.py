@@ -16,7 +16,7 @@ from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 from cake_core.ir.lexer import DEDENT, EOF, INDENT, NEWLINE, describe, scan
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _DIGITS = frozenset("0123456789")

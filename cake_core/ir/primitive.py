@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import attrs
 import numpy as np
 
+from cake_core.names import OpenName
 from cake_core.target import Feature
 
 if TYPE_CHECKING:
@@ -35,14 +36,49 @@ if TYPE_CHECKING:
     from cake_core.target import Target
 
 
-class Kind(enum.StrEnum):
-    """What an operand is."""
+class Kind(OpenName):
+    """What an operand is: where it lives (a memory tier), or a barrier, or a value.
 
-    GLOBAL = "global"  # a (slice of a) global tensor parameter or program buffer
-    SHARED = "shared"  # a (stage or slice of a) shared-memory buffer
-    REGISTERS = "registers"  # a register tile
-    BARRIER = "barrier"  # an mbarrier (or one stage of a ring)
-    VALUE = "value"  # an integer or float expression
+    An open set of names: the core declares the kinds its IR declarations make (global tensors,
+    shared buffers, register tiles, barriers, values) as :data:`CORE_TIERS`; a plugin declares more
+    through ``cake_register_tiers`` and names them in its primitives' slots. One object per name, so
+    ``Kind("shared") is Kind.SHARED``.
+    """
+
+    __slots__ = ()
+
+    GLOBAL: ClassVar[Kind]
+    SHARED: ClassVar[Kind]
+    REGISTERS: ClassVar[Kind]
+    BARRIER: ClassVar[Kind]
+    VALUE: ClassVar[Kind]
+
+
+Kind.GLOBAL = Kind("global")  # a (slice of a) global tensor parameter or program buffer
+Kind.SHARED = Kind("shared")  # a (stage or slice of a) shared-memory buffer
+Kind.REGISTERS = Kind("registers")  # a register tile
+Kind.BARRIER = Kind("barrier")  # an mbarrier (or one stage of a ring); mbarriers live in shared memory
+Kind.VALUE = Kind("value")  # an integer or float expression, held in no memory
+
+
+@attrs.frozen
+class Tier:
+    """A declaration of one operand kind: its name, what a diagnostic calls an operand of it, and a
+    sentence on what it is. Registered through ``cake_register_tiers``."""
+
+    name: Kind = attrs.field(converter=Kind)
+    word: str  # "shared buffer": `operand `a` of `mma` must be a shared buffer`
+    doc: str
+
+
+#: the kinds the core's IR declarations make (a parameter, ``smem``, ``reg``, ``barrier``, an expression)
+CORE_TIERS: tuple[Tier, ...] = (
+    Tier(Kind.GLOBAL, "global tensor", "device memory: a kernel's tensor parameters and a program's buffers"),
+    Tier(Kind.SHARED, "shared buffer", "a CTA's shared memory: `smem` buffers, staged or not"),
+    Tier(Kind.REGISTERS, "register tile", "a role instance's registers: `reg` tiles spread by a layout"),
+    Tier(Kind.BARRIER, "barrier", "an mbarrier (or a ring of them) in shared memory, tracked on its own"),
+    Tier(Kind.VALUE, "value", "an integer or float expression, held in no memory"),
+)
 
 
 TILES = frozenset({Kind.GLOBAL, Kind.SHARED, Kind.REGISTERS})

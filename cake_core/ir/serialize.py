@@ -25,7 +25,7 @@ FORMAT_VERSION = 1
 
 @functools.cache
 def converter() -> cattrs.Converter:
-    from cake_core.ir.location import Loc
+    from cake_core.location import Loc
 
     attrs.resolve_types(Loc)
     for cls in _ALL:

@@ -1,4 +1,4 @@
-"""Element types, memory tiers and tensor types of Cake IR."""
+"""Element types of Cake IR: their names, sizes and CUDA spellings."""
 
 from __future__ import annotations
 
@@ -50,12 +50,3 @@ DTYPE_NAMES = frozenset(d.value for d in DType)
 #: each element type by name: ``DType(name)`` without the enum machinery's call
 DTYPE_BY_NAME: dict[str, DType] = {d.value: d for d in DType}
 
-
-class Tier(enum.StrEnum):
-    """Where data lives."""
-
-    GLOBAL = "global"
-    SHARED = "shared"
-    REGISTERS = "registers"
-    TENSOR = "tmem"  # Blackwell tensor memory
-    BARRIER = "barrier"  # mbarrier objects (they live in shared memory, but are tracked on their own)

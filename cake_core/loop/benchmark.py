@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from cake_core.ir.sema import CheckedModule
+from cake_core.ir.model import CheckedModule
 from cake_core.ir.types import DTYPE_NAMES
 from cake_core.lower.build import build, sass_claims, spec_for
 from cake_core.lower.program import build_plan

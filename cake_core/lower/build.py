@@ -11,7 +11,8 @@ from cake_core import plugins
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse, parse_file
-from cake_core.ir.sema import CheckedModule, Spec, check_module
+from cake_core.ir.model import CheckedModule, Spec
+from cake_core.ir.sema import check_module
 from cake_core.lower.program import LoweredProgram, lower_program, program_specs, select_spec
 from cake_core.target import Target
 
@@ -47,7 +48,7 @@ def load_text(text: str, path: str = "<string>") -> Source:
 
 def check(src: Source, tgt: Target) -> CheckedModule:
     """Type-check against the target; raises DiagnosticError with the errors."""
-    checked = check_module(src.module, primitives(), tgt)
+    checked = check_module(src.module, primitives(), tgt, plugins.registry().by_name("layouts"))
     errors = [d for d in checked.diagnostics if d.is_error]
     if errors:
         raise DiagnosticError(errors)

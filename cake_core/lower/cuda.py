@@ -18,7 +18,8 @@ from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import to_c, try_int
 from cake_core.ir.primitive import Kind, NotLowerable, Operand
-from cake_core.ir.sema import TARGET_CONSTANTS, KernelModel, RoleInfo, TypedOpImpl
+from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
+from cake_core.ir.sema import TARGET_CONSTANTS
 from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.target import Target

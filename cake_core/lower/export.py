@@ -25,7 +25,7 @@ import attrs
 from cake_core import __version__
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import to_c
-from cake_core.ir.sema import CheckedModule, Spec
+from cake_core.ir.model import CheckedModule, Spec
 from cake_core.ir.types import DType
 from cake_core.lower.cuda import c_name, storage
 from cake_core.lower.program import LoweredProgram, lower_program

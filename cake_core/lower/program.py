@@ -13,7 +13,9 @@ from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.hashing import structural_hash
-from cake_core.ir.sema import CheckedModule, KernelModel, Spec, kernel_spec, specs
+from cake_core.ir.model import CheckedModule, KernelModel, Spec
+from cake_core.ir.program import kernel_spec
+from cake_core.ir.sema import specs
 from cake_core.ir.types import DTYPE_NAMES
 from cake_core.lower.cuda import FileEmitter, KernelLowering
 from cake_core.lower.cuda import TensorMap

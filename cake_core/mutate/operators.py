@@ -31,7 +31,7 @@ from typing import ClassVar
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 from cake_core.ir.primitive import BarrierAction, Primitive
 from cake_core.ir.printer import expr as text
 from cake_core.mutate.rewrite import Block, blocks, replace, replace_block

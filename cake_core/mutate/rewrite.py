@@ -14,7 +14,7 @@ from typing import TypeVar
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 T = TypeVar("T")
 

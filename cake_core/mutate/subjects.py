@@ -31,7 +31,8 @@ from cake_core.ir import nodes as n
 from cake_core.ir.exprs import evaluate, try_int
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind, Primitive
-from cake_core.ir.sema import CheckedModule, check_module
+from cake_core.ir.model import CheckedModule
+from cake_core.ir.sema import check_module
 from cake_core.ir.types import DTYPE_NAMES
 from cake_core.verify.expectations import named_target
 

@@ -13,7 +13,7 @@ import attrs
 
 from cake_core.diagnostics.codes import Code
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 
 
 @attrs.define(eq=False)

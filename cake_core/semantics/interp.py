@@ -101,9 +101,10 @@ from cake_core.errors import CakeInternalError, CakeUserError
 from cake_core.hostdata import encode, storage_dtype
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS, EvalError, evaluate
-from cake_core.ir.location import UNKNOWN, Loc
+from cake_core.location import UNKNOWN, Loc
 from cake_core.ir.primitive import Access, BarrierAction, Effect, ExecFault, Kind, Operand, Primitive
-from cake_core.ir.sema import CheckedModule, KernelModel, LaunchModel, RoleInfo, TypedOpImpl, kernel_spec
+from cake_core.ir.model import CheckedModule, KernelModel, LaunchModel, RoleInfo, TypedOpImpl
+from cake_core.ir.program import kernel_spec
 from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.semantics import codes
 from cake_core.semantics.barriers import BarState

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 from cake_core.semantics.memory import Box, Region, Store, contains, overlaps
 
 if TYPE_CHECKING:

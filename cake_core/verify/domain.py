@@ -116,7 +116,7 @@ from cake_core.verify.symbolic import (
 )  # fmt: skip
 
 if TYPE_CHECKING:
-    from cake_core.ir.sema import KernelModel, TypedOpImpl
+    from cake_core.ir.model import KernelModel, TypedOpImpl
 
 __all__ = [
     "AccessVerdict", "Binder", "BinderKind", "KernelDomain", "Obligation", "ShapeDomain", "SizeRange", "Status",

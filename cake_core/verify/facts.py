@@ -29,7 +29,7 @@ from collections import defaultdict
 import attrs
 
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Primitive
-from cake_core.ir.sema import KernelModel, RoleInfo, TypedOpImpl
+from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.target import Feature
 
 __all__ = ["KernelFacts", "OpFacts", "facts", "is_proxy_fence", "is_warpgroup_wide", "swizzle_aware"]

@@ -71,7 +71,8 @@ import attrs
 
 from cake_core.ir import nodes as n
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
-from cake_core.ir.sema import CheckedModule, KernelModel, _int_value
+from cake_core.ir.model import CheckedModule, KernelModel
+from cake_core.ir.sema import _int_value
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_proxy_fence
 
 __all__ = [

@@ -35,9 +35,9 @@ from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 
 if TYPE_CHECKING:
     from cake_core.ir import nodes as n
-    from cake_core.ir.location import Loc
+    from cake_core.location import Loc
     from cake_core.ir.primitive import Effect
-    from cake_core.ir.sema import CheckedModule, KernelModel, TypedOpImpl
+    from cake_core.ir.model import CheckedModule, KernelModel, TypedOpImpl
     from cake_core.target import Target
     from cake_core.verify.domain import KernelDomain
 

@@ -29,7 +29,7 @@ from cake_core.verify.rule import RuleContext, iter_rules
 if TYPE_CHECKING:
     from cake_core.ir import nodes as n
     from cake_core.ir.primitive import Primitive
-    from cake_core.ir.sema import CheckedModule, Spec
+    from cake_core.ir.model import CheckedModule, Spec
     from cake_core.plugins import Registry
     from cake_core.target import Target
 
@@ -75,7 +75,7 @@ def run(module: n.Module, target: Target, registry: Registry | None = None) -> R
     from cake_core.ir.sema import check_module
 
     reg = registry if registry is not None else plugins.registry()
-    checked = check_module(module, registered_primitives(reg), target)
+    checked = check_module(module, registered_primitives(reg), target, reg.by_name("layouts"))
     nspecs = len(checked.models)
     if not checked.ok:
         return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)

@@ -32,7 +32,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
 
 if TYPE_CHECKING:
-    from cake_core.ir.sema import KernelModel
+    from cake_core.ir.model import KernelModel
 
 DENSE = 16  # the least admissible values of a size are all tried (a bounded range this short, entirely)
 #: Values every size is tried at (after snapping to the domain), besides those the kernel suggests.

@@ -14,6 +14,7 @@ import sys
 import cake_example_plugin
 import pytest
 from cake_core import cli, plugins
+from cake_core.errors import CakeUserError
 from cake_core.ir.primitive import Primitive
 from cake_core.target import Target
 
@@ -91,10 +92,21 @@ def test_allow_list_by_distribution_leaves_the_example_out(monkeypatch: pytest.M
 
 
 def test_allow_list_by_entry_point_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(plugins.ALLOW_ENV, f" {ENTRY_POINT} ,")
+    monkeypatch.setenv(plugins.ALLOW_ENV, f" {ENTRY_POINT} , nvidia-targets")
     reg = plugins.load()
-    assert [n for n, i in reg.plugins.items() if not i.builtin] == [ENTRY_POINT]
-    assert reg.names("targets") == ["example-gpu"]
+    assert [n for n, i in reg.plugins.items() if not i.builtin] == [ENTRY_POINT, "nvidia-targets"]
+    assert reg.registration("targets", "example-gpu").plugin.name == ENTRY_POINT
+
+
+def test_a_target_whose_features_no_loaded_plugin_declares_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example target lists NVIDIA features: without cake-targets-nvidia, nothing declares them."""
+    monkeypatch.setenv(plugins.ALLOW_ENV, ENTRY_POINT)
+    with pytest.raises(CakeUserError) as info:
+        plugins.load()
+    assert str(info.value) == (
+        f"plugin `{ENTRY_POINT}` ({DISTRIBUTION} {VERSION}) registered target `example-gpu`, which uses the "
+        "feature `cp.async` that no loaded plugin declares (through `cake_register_features`)"
+    )
 
 
 def test_allow_list_of_several(monkeypatch: pytest.MonkeyPatch) -> None:

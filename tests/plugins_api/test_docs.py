@@ -5,6 +5,7 @@ every hook under a category, and every hook has a test named ``test_hook_<hook n
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 from pathlib import Path
@@ -46,14 +47,16 @@ def _signature(fn: ast.FunctionDef) -> str:
     return f"def {fn.name}({ast.unparse(fn.args)}) -> {ast.unparse(fn.returns) if fn.returns else 'None'}"
 
 
-def test_hookspecs_define_the_seven_register_hooks() -> None:
-    assert len(HOOKS) == 7 and all(h.startswith("cake_register_") for h in HOOKS)
+def test_hookspecs_define_the_ten_register_hooks() -> None:
+    assert len(HOOKS) == 10 and all(h.startswith("cake_register_") for h in HOOKS)
 
 
 def test_the_plugin_manager_files_every_hook() -> None:
-    assert list(plugins.HOOK_CATEGORIES) == HOOKS
-    for category in plugins.HOOK_CATEGORIES.values():
-        assert isinstance(plugins.interface_of(category), type)
+    assert [c.hook for c in plugins.CATEGORIES] == HOOKS
+    for category in plugins.CATEGORIES:
+        module, _, qualname = category.interface.partition(":")
+        iface = getattr(importlib.import_module(module), qualname)
+        assert isinstance(iface, type) and plugins.interface_of(category.name) is iface
 
 
 def test_no_documented_hook_that_does_not_exist() -> None:

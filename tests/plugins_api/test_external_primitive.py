@@ -26,7 +26,8 @@ from cake_core.ir.hashing import structural_hash
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind
 from cake_core.ir.printer import print_module
-from cake_core.ir.sema import CheckedModule, KernelModel, check_module
+from cake_core.ir.model import CheckedModule, KernelModel
+from cake_core.ir.sema import check_module
 from cake_core.ir.serialize import from_json, to_json
 from cake_core.lower import build as b
 from cake_core.lower.program import lower_program

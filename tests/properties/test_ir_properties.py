@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cake_core import plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.hashing import structural_hash
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.ir.sema import check_module

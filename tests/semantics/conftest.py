@@ -18,7 +18,8 @@ from cake_core.ir.parser import parse
 from cake_core.ir.primitive import (
     Access, AttrSpec, BarrierAction, Effect, ExecContext, Kind, Primitive, Signature, Slot, TypedOp,
 )  # fmt: skip
-from cake_core.ir.sema import CheckedModule, check_module
+from cake_core.ir.model import CheckedModule
+from cake_core.ir.sema import check_module
 from cake_core.problems import kmeans_assign
 
 SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"

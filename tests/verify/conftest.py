@@ -12,7 +12,8 @@ import pytest
 from cake_core import plugins
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.parser import parse
-from cake_core.ir.sema import KernelModel, check_module
+from cake_core.ir.model import KernelModel
+from cake_core.ir.sema import check_module
 from cake_core.verify.rule import Rule
 
 TARGETS_ONLY = "nvidia-targets"

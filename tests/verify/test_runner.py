@@ -9,7 +9,7 @@ import pytest
 from cake_core.diagnostics.diagnostic import Diagnostic, Severity
 from cake_core.errors import CakeInternalError, CakeUserError
 from cake_core.ir.parser import parse
-from cake_core.ir.sema import Spec
+from cake_core.ir.model import Spec
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.runner import describe_specs, run, verify, verify_source
 
@@ -126,7 +126,7 @@ def test_problems_name_what_is_malformed() -> None:
 
 
 def test_at_builds_a_diagnostic_of_the_rule() -> None:
-    from cake_core.ir.location import Loc
+    from cake_core.location import Loc
 
     d = WideOnly().at(Loc("f", 3, 1, 3, 5), "wide", notes=["n"], help="h")
     assert (d.code, d.slug, d.severity, d.message, d.notes, d.help) == (

@@ -10,7 +10,8 @@ import pytest
 from cake_core import plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Primitive
-from cake_core.ir.sema import CheckedModule, check_module
+from cake_core.ir.model import CheckedModule
+from cake_core.ir.sema import check_module
 from cake_core.problems import kmeans_update, knn
 
 SCHEDULES = {

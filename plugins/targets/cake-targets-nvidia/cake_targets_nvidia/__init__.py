@@ -2,7 +2,8 @@
 
 The figures live in ``targets.toml`` beside this module (read with :mod:`tomllib`); this module turns
 them into :class:`cake_core.target.Target` records and registers them through the
-``cake_register_targets`` hook. Two things are derived here rather than typed per target:
+``cake_register_targets`` hook, and declares the NVIDIA features (:data:`FEATURES`) through
+``cake_register_features``. Two things are derived here rather than typed per target:
 
 * the feature set, from :data:`FEATURES_BY_ARCH`, keyed by the NVRTC architecture string;
 * the compute capability and the per-SM / per-block limits, from the architecture string and the
@@ -24,11 +25,13 @@ from typing import Any
 
 from cake_core.errors import CakeInternalError
 from cake_core.hookspecs import hookimpl
-from cake_core.target import Ceiling, Feature, Target
+from cake_core.target import Ceiling, Feature, Target, TargetFeature
 
 __all__ = [
+    "FEATURES",
     "FEATURES_BY_ARCH",
     "TargetDataError",
+    "cake_register_features",
     "cake_register_targets",
     "compute_capability_of",
     "features_for",
@@ -41,6 +44,22 @@ DATA_FILE = "targets.toml"
 # ---------------------------------------------------------------------------------------------------
 # Features per NVRTC architecture string
 # ---------------------------------------------------------------------------------------------------
+
+#: every feature an NVIDIA architecture string may offer, declared through ``cake_register_features``
+FEATURES: tuple[TargetFeature, ...] = (
+    TargetFeature(Feature.CP_ASYNC, "sm_80+: asynchronous global->shared copies"),
+    TargetFeature(Feature.LDMATRIX, "sm_75+: warp-cooperative shared->register matrix loads"),
+    TargetFeature(Feature.MMA_SYNC, "sm_80+: bf16/fp16 m16n8k16 warp-level tensor-core MMA"),
+    TargetFeature(Feature.STMATRIX, "sm_90+: warp-cooperative register->shared matrix stores"),
+    TargetFeature(Feature.TMA, "sm_90+: bulk tensor copies through tensor maps (cp.async.bulk.tensor)"),
+    TargetFeature(Feature.MBARRIER_TX, "sm_90+: mbarrier transaction counts (expect-tx / complete-tx)"),
+    TargetFeature(Feature.CLUSTERS, "sm_90+: thread-block clusters and distributed shared memory"),
+    TargetFeature(Feature.WGMMA, "sm_90a only: warpgroup MMA (wgmma.mma_async)"),
+    TargetFeature(Feature.SETMAXNREG, "sm_90a, sm_100a: per-warpgroup register reallocation"),
+    TargetFeature(Feature.TCGEN05, "sm_100a: fifth-generation tensor-core instructions"),
+    TargetFeature(Feature.TMEM, "sm_100a: tensor memory"),
+    TargetFeature(Feature.FP8, "sm_89+: e4m3/e5m2 tensor-core inputs"),
+)
 
 _F = Feature
 
@@ -311,3 +330,10 @@ def cake_register_targets(register: Callable[[Target], None]) -> None:
     """Register every target in the bundled data file."""
     for target in load_targets():
         register(target)
+
+
+@hookimpl
+def cake_register_features(register: Callable[[TargetFeature], None]) -> None:
+    """Declare every feature an NVIDIA architecture string may offer."""
+    for feature in FEATURES:
+        register(feature)

@@ -95,8 +95,16 @@ def test_every_id_is_registered_through_the_entry_point(registry: plugins.Regist
         assert info.version == "0.1.0"
 
 
-def test_plugin_lists_exactly_the_six_targets(registry: plugins.Registry) -> None:
-    assert registry.registered_by(ENTRY_POINT) == {"targets": sorted(EXPECTED)}
+def test_plugin_lists_exactly_the_six_targets_and_its_features(registry: plugins.Registry) -> None:
+    assert registry.registered_by(ENTRY_POINT) == {
+        "targets": sorted(EXPECTED), "features": sorted(f.name for f in nv.FEATURES)
+    }
+
+
+def test_it_declares_every_feature_an_architecture_offers() -> None:
+    declared = {f.name for f in nv.FEATURES}
+    assert set().union(*nv.FEATURES_BY_ARCH.values()) == declared
+    assert all(f.doc for f in nv.FEATURES)
 
 
 def test_allow_list_selects_the_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -397,7 +405,7 @@ def test_cli_plugins_json_names_the_distribution(capsys: pytest.CaptureFixture[s
     assert cli.main(["plugins", "--json"]) == 0
     (record,) = [r for r in json.loads(capsys.readouterr().out) if r["name"] == ENTRY_POINT]
     assert record["distribution"] == DISTRIBUTION
-    assert record["registered"] == {"targets": sorted(EXPECTED)}
+    assert record["registered"] == {"targets": sorted(EXPECTED), "features": sorted(f.name for f in nv.FEATURES)}
 
 
 def test_cli_targets_table(capsys: pytest.CaptureFixture[str]) -> None:

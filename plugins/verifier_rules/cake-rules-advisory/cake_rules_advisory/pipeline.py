@@ -8,7 +8,7 @@ from typing import Any
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 from cake_core.ir import nodes as n
 from cake_core.ir.primitive import Access
-from cake_core.ir.sema import KernelModel
+from cake_core.ir.model import KernelModel
 from cake_core.verify.facts import facts
 from cake_core.verify.protocol import Fn, compiler
 from cake_core.verify.rule import Rule, RuleContext

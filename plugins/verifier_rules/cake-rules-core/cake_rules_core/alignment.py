@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 from cake_core.ir.primitive import Kind, Operand
 from cake_core.ir.printer import expr as text
-from cake_core.ir.sema import TypedOpImpl
+from cake_core.ir.model import TypedOpImpl
 from cake_core.verify.domain import Status
 from cake_core.verify.rule import Rule, RuleContext
 

@@ -8,7 +8,7 @@ from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.primitive import Operand
 from cake_core.ir.printer import expr as text
-from cake_core.ir.sema import TypedOpImpl
+from cake_core.ir.model import TypedOpImpl
 from cake_core.ir.types import DType
 from cake_core.verify.rule import Rule, RuleContext
 

@@ -35,9 +35,9 @@ from collections.abc import Iterable, Iterator
 import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
-from cake_core.ir.location import Loc
+from cake_core.location import Loc
 from cake_core.ir.primitive import Access, BarrierAction
-from cake_core.ir.sema import KernelModel
+from cake_core.ir.model import KernelModel
 from cake_core.ir.printer import expr as text
 from cake_core.verify.facts import is_proxy_fence
 from cake_core.verify.protocol import Conflict, Protocol, SampleRun, Step, protocol

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
-from cake_core.ir.sema import RegInfo, RoleInfo
+from cake_core.ir.model import RegInfo, RoleInfo
 from cake_core.verify.rule import Rule, RuleContext
 
 

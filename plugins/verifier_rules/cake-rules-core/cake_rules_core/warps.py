@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
-from cake_core.ir.sema import KernelModel, RoleInfo
+from cake_core.ir.model import KernelModel, RoleInfo
 from cake_core.target import Feature, Target
 from cake_core.verify.facts import facts, is_warpgroup_wide
 from cake_core.verify.rule import Rule, RuleContext

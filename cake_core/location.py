@@ -1,4 +1,7 @@
-"""Source locations. Every IR node carries one; nodes built by passes point at what they came from."""
+"""Source locations: where a token, an IR node or a diagnostic comes from.
+
+Every IR node carries one; nodes built by passes point at what they came from. Both the IR and the
+diagnostics read it, so it belongs to neither package."""
 
 from __future__ import annotations
 

@@ -1,0 +1,165 @@
+"""The kernel model: the records type checking produces and every later stage reads.
+
+A :class:`CheckedModule` holds one :class:`KernelModel` per kernel and specialization (a
+:class:`Spec`): its roles, shared buffers, barriers, register tiles and typed operations, with every
+compile-time value known; and one :class:`LaunchModel` per launch of the program. The verifier, the
+interpreter, the cost models and the lowering read these; :mod:`cake_core.ir.sema` builds them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.ir import nodes as n
+from cake_core.ir.layouts import LayoutInfo
+from cake_core.ir.primitive import Operand, Primitive
+from cake_core.ir.types import DTYPE_BY_NAME, DType
+
+
+@attrs.frozen
+class Spec:
+    """Compile-time values of one specialization: finite-set sizes and type variables."""
+
+    values: tuple[tuple[str, int | str], ...]
+
+    @property
+    def env(self) -> dict[str, int | str]:
+        return dict(self.values)
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.values) or "(single)"
+
+
+@attrs.define
+class SmemInfo:
+    decl: n.Smem
+    dtype: DType
+    stages: int | None
+    shape: tuple[int, ...]
+    row_stride: int  # elements from one row to the next (last extent + pad)
+    stage_bytes: int
+    bytes: int
+    offset: int
+    align: int
+    swizzle: str | None
+
+
+@attrs.define
+class BarrierInfo:
+    decl: n.Barrier
+    stages: int | None
+    count: int
+    offset: int
+
+
+@attrs.define
+class RegInfo:
+    decl: n.RegDecl
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: LayoutInfo
+    role: str
+
+
+@attrs.define
+class RoleInfo:
+    role: n.Role
+    start: int
+    stop: int
+    per: int  # warps per instance
+    instances: int
+    regs: int | None
+
+    @property
+    def warps(self) -> int:
+        return self.stop - self.start
+
+
+@attrs.define(eq=False)
+class TypedOpImpl:
+    op: n.Op
+    prim: Primitive
+    outs: tuple[Operand, ...]
+    ins: tuple[Operand, ...]
+    role: RoleInfo
+
+    def operand(self, slot: str) -> Operand:
+        for o in self.outs + self.ins:
+            if o.slot.name == slot:
+                return o
+        raise KeyError(slot)
+
+    def has(self, slot: str) -> bool:
+        return any(o.slot.name == slot for o in self.outs + self.ins)
+
+    def attr(self, key: str) -> n.Expr | None:
+        return self.op.attr(key)
+
+
+@attrs.define(eq=False)
+class KernelModel:
+    """One kernel under one specialization, fully resolved."""
+
+    kernel: n.Kernel
+    spec: Spec
+    env: dict[str, int | str]  # compile-time values: specialization + constants
+    typevars: dict[str, DType]
+    runtime_sizes: tuple[str, ...]
+    warps: int
+    occupancy: int | None
+    roles: list[RoleInfo]
+    smem: dict[str, SmemInfo]
+    barriers: dict[str, BarrierInfo]
+    smem_bytes: int
+    regs: dict[str, RegInfo]
+    ops: list[TypedOpImpl]
+    by_op: dict[int, TypedOpImpl]
+    diagnostics: list[Diagnostic]
+    smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
+    #: analyses may memoize here what holds for every specialization of the kernel: one dict shared by
+    #: the models of one kernel made by one :func:`check_module` call (never across calls)
+    shared: dict[object, object] = attrs.field(factory=dict, repr=False)
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    def typed(self, op: n.Op) -> TypedOpImpl:
+        return self.by_op[id(op)]
+
+    def dtype(self, name: str) -> DType:
+        if name in self.typevars:
+            return self.typevars[name]
+        return DTYPE_BY_NAME.get(name) or DType(name)
+
+    def param_dtype(self, p: n.Param) -> DType:
+        return self.dtype(p.dtype)
+
+    def role_info(self, role: n.Role) -> RoleInfo:
+        return next(r for r in self.roles if r.role is role)
+
+
+@attrs.define(eq=False)
+class LaunchModel:
+    launch: n.Launch
+    kernel: n.Kernel
+    # kernel size/type-variable name -> program expression (sizes) or dtype/typevar name
+    sizes: dict[str, n.Expr]
+    types: dict[str, str]
+
+
+@attrs.define(eq=False)
+class CheckedModule:
+    module: n.Module
+    models: dict[tuple[str, Spec], KernelModel]
+    launches: list[LaunchModel]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    def kernel_models(self, name: str) -> list[KernelModel]:
+        return [m for (k, _), m in self.models.items() if k == name]
