@@ -8,9 +8,14 @@ Environment:
 
 What the host refuses is a :class:`~cake_core.errors.CakeUserError` of one line naming the plugin and
 its distribution: the same name registered twice in one category (:class:`PluginConflictError`), an
-object that is not its category's interface or has no name, a hook name Cake does not define, a hook
-function without ``@hookimpl``, an argument a spec does not have, a plugin that fails to import or
-raises in a hook. ``docs/plugins.md`` is the contract for plugin authors.
+object that is not its category's interface or has no name, an object that uses a name no loaded
+plugin declares (a target's feature, a primitive slot's memory tier), a hook name Cake does not
+define, a hook function without ``@hookimpl``, an argument a spec does not have, a plugin that fails
+to import or raises in a hook. ``docs/plugins.md`` is the contract for plugin authors.
+
+The host imports no interface: each category names its interface's module and class
+(:data:`CATEGORIES`), and :func:`interface_of` finds it among the loaded modules, so this module sits
+below every package that defines an interface and consults the registry.
 """
 
 from __future__ import annotations
@@ -69,7 +74,9 @@ CATEGORIES: tuple[Category, ...] = (
     Category("features", "cake_register_features", "feature", "cake_core.target:TargetFeature"),
     Category("tiers", "cake_register_tiers", "memory tier", "cake_core.ir.primitive:Tier"),
     Category("layouts", "cake_register_layouts", "layout", "cake_core.ir.layouts:TileLayout"),
-    Category("primitives", "cake_register_primitives", "primitive", "cake_core.ir.primitive:Primitive", _primitive_uses),
+    Category(
+        "primitives", "cake_register_primitives", "primitive", "cake_core.ir.primitive:Primitive", _primitive_uses
+    ),
     Category("rules", "cake_register_rules", "rule", "cake_core.verify.rule:Rule"),
     Category("cost_models", "cake_register_cost_models", "cost model", "cake_core.cost.model:CostModel"),
     Category("tactics", "cake_register_tactics", "tactic", "cake_core.loop.tactic:Tactic"),

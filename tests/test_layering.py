@@ -149,7 +149,10 @@ def test_no_import_circle_between_packages() -> None:
     problems = []
     for circle in _circles(graph):
         edges = [
-            f"  {a} -> {b} (in {', '.join(sorted(graph[a][b]))})" for a in circle for b in circle if b in graph.get(a, {})
+            f"  {a} -> {b} (in {', '.join(sorted(graph[a][b]))})"
+            for a in circle
+            for b in circle
+            if b in graph.get(a, {})
         ]
         problems.append("circle between " + ", ".join(circle) + ":\n" + "\n".join(edges))
     assert not problems, "\n".join(problems)

@@ -34,6 +34,8 @@ class Spec:
 
 @attrs.define
 class SmemInfo:
+    """A shared buffer under the specialization: its element type, extents, stages, bytes and offset."""
+
     decl: n.Smem
     dtype: DType
     stages: int | None
@@ -48,6 +50,8 @@ class SmemInfo:
 
 @attrs.define
 class BarrierInfo:
+    """An mbarrier (or a ring of them) under the specialization: stages, arrival count, offset."""
+
     decl: n.Barrier
     stages: int | None
     count: int
@@ -56,6 +60,8 @@ class BarrierInfo:
 
 @attrs.define
 class RegInfo:
+    """A register tile under the specialization: element type, extents, its layout, and its role."""
+
     decl: n.RegDecl
     dtype: DType
     shape: tuple[int, ...]
@@ -65,6 +71,8 @@ class RegInfo:
 
 @attrs.define
 class RoleInfo:
+    """A role under the specialization: its warp range, warps per instance, instances, register budget."""
+
     role: n.Role
     start: int
     stop: int
@@ -79,6 +87,8 @@ class RoleInfo:
 
 @attrs.define(eq=False)
 class TypedOpImpl:
+    """An operation with its primitive and operands resolved (a :class:`~cake_core.ir.primitive.TypedOp`)."""
+
     op: n.Op
     prim: Primitive
     outs: tuple[Operand, ...]
@@ -143,6 +153,8 @@ class KernelModel:
 
 @attrs.define(eq=False)
 class LaunchModel:
+    """One launch of the program with its kernel's sizes and type variables bound to the program's."""
+
     launch: n.Launch
     kernel: n.Kernel
     # kernel size/type-variable name -> program expression (sizes) or dtype/typevar name
@@ -152,6 +164,8 @@ class LaunchModel:
 
 @attrs.define(eq=False)
 class CheckedModule:
+    """A type-checked module: a model per (kernel, specialization), the launches, the diagnostics."""
+
     module: n.Module
     models: dict[tuple[str, Spec], KernelModel]
     launches: list[LaunchModel]

@@ -197,10 +197,6 @@ class Effect:
         return self.operand.slot.atomic
 
 
-# Effect(operand, access, tier, async_proxy, asynchronous, barrier, masked, arrivals, amount), every field
-# given, built without attrs' frozen __init__ (the verifier makes one per operand of every operation)
-
-
 @attrs.frozen
 class CostTerms:
     """Work of one execution of an operation by one role instance."""

@@ -132,15 +132,9 @@ class Resolver:
                 self.block(s.orelse, scope, seen)
 
     def decl_local(self, name: str, loc: Loc, seen: dict[str, Loc], what: str) -> None:
-        if name in WORDS:
-            self.err(codes.DUPLICATE_NAME, loc, reserved_message(name, what), label=f"this {what}")
-        elif name in seen:
-            self.err(
-                codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{self.k.name}`",
-                label=f"second declaration ({what})", secondary=(Label(seen[name], "first declared here"),),
-            )  # fmt: skip
-        else:
-            seen[name] = loc
+        d = check_declaration(name, loc, seen, self.k.name, what, f"second declaration ({what})")
+        if d is not None:
+            self.steps.append(("report", d))
 
     def op(self, op: n.Op, scope: Set[str]) -> None:
         prim = self.prims.get(op.name)
@@ -320,11 +314,24 @@ def name_errors(e: n.Expr, scope: Set[str], what: str) -> list[Diagnostic]:
             out.append(codes.UNKNOWN_NAME.at(sub.loc, f"unknown function `{sub.fn}` (known: cdiv, min, max)"))
     return out
 
-def reserved_message(name: str, what: str) -> str:
-    """The message for a declaration of a built-in word (``inf``): every evaluator of Cake (the
-    interpreter, the protocol replay, the lowering to CUDA) reads the word as its built-in value, so a
-    kernel may not give it another."""
-    return f"`{name}` is a built-in constant ({WORDS[name]}); it cannot name a {what}"
+def check_declaration(
+    name: str, loc: Loc, seen: dict[str, Loc], kernel: str, what: str, second: str
+) -> Diagnostic | None:
+    """Record in ``seen`` that ``name`` is declared at ``loc``, or say why it may not be: it is a built-in
+    word, or ``seen`` holds it already (``second`` labels this second declaration)."""
+    if name in WORDS:
+        # every evaluator of Cake (the interpreter, the protocol replay, the lowering to CUDA) reads the
+        # word as its built-in value, so a kernel may not give it another
+        return codes.DUPLICATE_NAME.at(
+            loc, f"`{name}` is a built-in constant ({WORDS[name]}); it cannot name a {what}", label=f"this {what}"
+        )
+    if name in seen:
+        return codes.DUPLICATE_NAME.at(
+            loc, f"`{name}` is declared twice in kernel `{kernel}`", label=second,
+            secondary=(Label(seen[name], "first declared here"),),
+        )  # fmt: skip
+    seen[name] = loc
+    return None
 
 
 def names_in(e: n.Expr) -> set[str]:
@@ -353,12 +360,12 @@ def names_clean(e: n.Expr, scope: Set[str]) -> bool:
 _FUNCTIONS = frozenset(("cdiv", "min", "max"))
 
 
-_WORDS = {t.name: t.word for t in CORE_TIERS}
+_TIER_WORDS = {t.name: t.word for t in CORE_TIERS}
 
 
 def _kind_word(k: Kind) -> str:
     """What a diagnostic calls an operand of kind ``k``: the core's words, a plugin tier by its name."""
-    return _WORDS.get(k) or f"`{k}` operand"
+    return _TIER_WORDS.get(k) or f"`{k}` operand"
 
 
 def _kinds(slot: Slot) -> str:

@@ -13,26 +13,28 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.diagnostic import Diagnostic, Label
+from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import WORDS, EvalError, evaluate, try_int
+from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, resolve
 from cake_core.ir.model import BarrierInfo, CheckedModule, KernelModel, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl
 from cake_core.ir.primitive import Kind, Operand, Primitive
 from cake_core.ir.program import bind_program
-from cake_core.ir.resolve import OperandPlan, Resolver, Step, name_errors, names_clean, names_in, reserved_message
+from cake_core.ir.resolve import OperandPlan, Resolver, check_declaration, name_errors, names_clean, names_in
 from cake_core.ir.types import DTYPE_BY_NAME, DTYPE_NAMES, DType
 from cake_core.location import Loc
 
 SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
 # names a kernel may use whose values come from the target: SMS is its multiprocessor count
 TARGET_CONSTANTS = ("SMS",)
+#: a resolved step (:data:`cake_core.ir.resolve.Step`) with its method looked up: ``(KernelChecker.op, arg)``
+BoundStep = tuple[Callable[..., None], Any]
 
 
 class CheckCtx:
@@ -79,7 +81,7 @@ class KernelChecker:
 
     def __init__(
         self, kernel: n.Kernel, spec: Spec, primitives: Mapping[str, Primitive], target: Any = None,
-        resolved: dict[object, list[list[Step]]] | None = None, layouts: Mapping[str, TileLayout] = CORE_LAYOUTS,
+        resolved: dict[object, list[list[BoundStep]]] | None = None, layouts: Mapping[str, TileLayout] = CORE_LAYOUTS,
     ) -> None:  # fmt: skip
         self.k, self.spec, self.prims, self.target, self.layouts = kernel, spec, primitives, target, layouts
         self.resolved = {} if resolved is None else resolved
@@ -122,15 +124,9 @@ class KernelChecker:
         seen: dict[str, Loc] = {}
 
         def declare(name: str, loc: Loc, what: str) -> None:
-            if name in WORDS:
-                self.err(codes.DUPLICATE_NAME, loc, reserved_message(name, what), label=f"this {what}")
-            elif name in seen:
-                self.err(
-                    codes.DUPLICATE_NAME, loc, f"`{name}` is declared twice in kernel `{k.name}`",
-                    label=f"second {what}", secondary=(Label(seen[name], "first declared here"),),
-                )  # fmt: skip
-            else:
-                seen[name] = loc
+            d = check_declaration(name, loc, seen, k.name, what, f"second {what}")
+            if d is not None:
+                self.diags.append(d)
 
         spec_vars = {name for name, _ in self.spec.values}
         # target constants: known when a target is given (lowering always has one)
@@ -241,12 +237,15 @@ class KernelChecker:
         steps = self.resolved.get(key)
         if steps is None:
             resolver = Resolver(k, self.prims, dict(rings), self.typevars)
-            steps = self.resolved[key] = resolver.roles(scope, seen)
+            # each step's method name bound once per resolution, not once per specialization
+            steps = self.resolved[key] = [
+                [(getattr(KernelChecker, name), arg) for name, arg in role] for role in resolver.roles(scope, seen)
+            ]
         for info, role_steps in zip(roles, steps, strict=True):
             self.role = info
             self.ctx = CheckCtx(self.model, info, self.target)  # what the role's primitives' checks see
             for step, arg in role_steps:
-                getattr(self, step)(arg)
+                step(self, arg)
         return self.model
 
     def dtype_of(self, name: str, loc: Loc) -> DType | None:
@@ -328,10 +327,6 @@ class KernelChecker:
                         p.layout)  # fmt: skip
 
 
-# Operand(expr, slot, kind, name, dtype, shape, decl, stage, index, transpose, layout), every field given,
-# built without attrs' frozen __init__ (one per operand of every operation of every specialization)
-
-
 def _int_value(e: n.Expr, env: Mapping[str, int | str]) -> int | None:
     """:func:`try_int`, without raising and catching for the common leaves: a literal, a bound or a
     free name (run-time sizes such as ``N`` are free in every specialization)."""
@@ -361,7 +356,7 @@ def check_module(
         # what analyses may memoize across the kernel's specializations (cake_core.verify.domain reads
         # how many share it under "specializations")
         shared: dict[object, object] = {"specializations": len(kernel_specs)}
-        resolved: dict[object, list[list[Step]]] = {}
+        resolved: dict[object, list[list[BoundStep]]] = {}
         for spec in kernel_specs:
             model = KernelChecker(k, spec, primitives, target, resolved, layouts).run()
             model.shared = shared

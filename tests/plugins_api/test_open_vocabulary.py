@@ -140,7 +140,8 @@ def test_hook_cake_register_layouts_a_tile_takes_the_plugin_layout(registry: plu
     (model,) = checked.models.values()
     assert model.regs["q"].layout == LayoutInfo("quad", (), (512,), DType.F32, 128, 4)
     misfit = _check(registry, KERNEL.replace("f32[512]", "f32[256]"))
-    assert [d.message for d in misfit.diagnostics] == ["`quad` holds [512]: four elements per thread of the role instance"]
+    (d,) = misfit.diagnostics
+    assert d.message == "`quad` holds [512]: four elements per thread of the role instance"
     # the core's layouts alone do not know it
     (unknown,) = _check(registry, KERNEL, dict(CORE_LAYOUTS)).diagnostics
     assert unknown.message.startswith("unknown layout `quad` (known: rows, mma_acc,")
