@@ -63,21 +63,20 @@ Kind.VALUE = Kind("value")  # an integer or float expression, held in no memory
 
 @attrs.frozen
 class Tier:
-    """A declaration of one operand kind: its name, what a diagnostic calls an operand of it, and a
-    sentence on what it is. Registered through ``cake_register_tiers``."""
+    """A declaration of one operand kind: its name and a sentence on what it is. Registered through
+    ``cake_register_tiers``; a primitive's slots may name only declared kinds."""
 
     name: Kind = attrs.field(converter=Kind)
-    word: str  # "shared buffer": `operand `a` of `mma` must be a shared buffer`
     doc: str
 
 
 #: the kinds the core's IR declarations make (a parameter, ``smem``, ``reg``, ``barrier``, an expression)
 CORE_TIERS: tuple[Tier, ...] = (
-    Tier(Kind.GLOBAL, "global tensor", "device memory: a kernel's tensor parameters and a program's buffers"),
-    Tier(Kind.SHARED, "shared buffer", "a CTA's shared memory: `smem` buffers, staged or not"),
-    Tier(Kind.REGISTERS, "register tile", "a role instance's registers: `reg` tiles spread by a layout"),
-    Tier(Kind.BARRIER, "barrier", "an mbarrier (or a ring of them) in shared memory, tracked on its own"),
-    Tier(Kind.VALUE, "value", "an integer or float expression, held in no memory"),
+    Tier(Kind.GLOBAL, "device memory: a kernel's tensor parameters and a program's buffers"),
+    Tier(Kind.SHARED, "a CTA's shared memory: `smem` buffers, staged or not"),
+    Tier(Kind.REGISTERS, "a role instance's registers: `reg` tiles spread by a layout"),
+    Tier(Kind.BARRIER, "an mbarrier (or a ring of them) in shared memory, tracked on its own"),
+    Tier(Kind.VALUE, "an integer or float expression, held in no memory"),
 )
 
 

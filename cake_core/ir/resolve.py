@@ -18,7 +18,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS
-from cake_core.ir.primitive import CORE_TIERS, Kind, Primitive, Slot
+from cake_core.ir.primitive import Kind, Primitive, Slot
 from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.location import Loc
 
@@ -360,12 +360,16 @@ def names_clean(e: n.Expr, scope: Set[str]) -> bool:
 _FUNCTIONS = frozenset(("cdiv", "min", "max"))
 
 
-_TIER_WORDS = {t.name: t.word for t in CORE_TIERS}
-
-
 def _kind_word(k: Kind) -> str:
-    """What a diagnostic calls an operand of kind ``k``: the core's words, a plugin tier by its name."""
-    return _TIER_WORDS.get(k) or f"`{k}` operand"
+    """What a diagnostic calls an operand of kind ``k``: the core's kinds by the declaration that makes
+    them, a plugin's kind by its name."""
+    return _KIND_WORDS.get(k) or f"`{k}` operand"
+
+
+_KIND_WORDS = {
+    Kind.GLOBAL: "global tensor", Kind.SHARED: "shared buffer", Kind.REGISTERS: "register tile",
+    Kind.BARRIER: "barrier", Kind.VALUE: "value",
+}  # fmt: skip
 
 
 def _kinds(slot: Slot) -> str:

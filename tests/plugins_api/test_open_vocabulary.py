@@ -33,7 +33,7 @@ def _quad(name: str, args: tuple[int, ...], shape: tuple[int, ...], dtype: DType
 
 
 QUAD = TileLayout("quad", "four consecutive elements per thread", _quad)
-DSMEM_TIER = Tier(DSMEM, "distributed shared buffer", "a peer CTA's shared memory in the cluster")
+DSMEM_TIER = Tier(DSMEM, "a peer CTA's shared memory in the cluster")
 PEER_COPY_FEATURE = TargetFeature(PEER_COPY, "copies between the shared memories of a cluster's CTAs")
 
 
