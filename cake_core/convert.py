@@ -1,0 +1,184 @@
+"""The one cattrs converter: how every record becomes JSON-ready data, and back where it is read back.
+
+All serialization rules live here, never on the records. The converter is built on first use, after
+plugins have loaded; a record without a rule here unstructures field by field (``attrs`` order, enums
+as their values, tuples as lists). The rules:
+
+* IR nodes in union positions (expressions, indices, statements) carry a ``"kind"`` tag with the
+  class name (:mod:`cake_core.ir.serialize` wraps a module in its versioned envelope);
+* a diagnostic is the flat form of DESIGN.md section 6 (``code``, ``slug``, ``severity``,
+  ``message``, ``file``, ``line``, ``column``, ``end_line``, ``end_column``, ``label``, ``secondary``,
+  ``plugin``, ``notes``, ``help``), and is read back from it;
+* a compile result leaves out the cubin and PTX (their size and SHA-256 instead), a run result its
+  output arrays (their shapes and dtypes instead); a device adds its ``arch``; ptxas's constant
+  banks are keyed by strings;
+* a mutant's outcome is flattened; a ``cake run`` entry leaves out the pipeline products it holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.strategies import configure_union_passthrough
+
+
+@functools.cache
+def converter() -> cattrs.Converter:
+    c = cattrs.Converter(forbid_extra_keys=True)
+    configure_union_passthrough(int | float | str | bool | None, c)
+    _ir_rules(c)
+    _diagnostic_rules(c)
+    _runtime_rules(c)
+    _loop_rules(c)
+    return c
+
+
+def unstructure(obj: object) -> Any:
+    """``obj`` as JSON-ready data (dicts, lists, strings, numbers)."""
+    return converter().unstructure(obj)
+
+
+def structure(data: object, cls: type) -> Any:
+    """The record of type ``cls`` that ``data`` (as :func:`unstructure` made it) describes."""
+    return converter().structure(data, cls)
+
+
+def dumps(obj: object, indent: int = 2) -> str:
+    """``obj`` as an indented JSON document (no trailing newline)."""
+    return json.dumps(unstructure(obj), indent=indent)
+
+
+# ---------------------------------------------------------------------------------------------------
+# rules
+# ---------------------------------------------------------------------------------------------------
+
+
+def _ir_rules(c: cattrs.Converter) -> None:
+    from cake_core.ir import nodes as n
+    from cake_core.ir.location import Loc
+
+    every = [
+        n.Expr, n.Num, n.Name, n.Unary, n.Bin, n.Call, n.Ref, n.Idx, n.At, n.Span, n.All, n.Param,
+        n.Constraint, n.Const, n.Grid, n.Cta, n.Smem, n.Barrier, n.Layout, n.Stmt, n.Attr, n.Op, n.Let,
+        n.RegDecl, n.For, n.If, n.Role, n.Kernel, n.Buffer, n.Launch, n.Program, n.Module,
+    ]  # fmt: skip
+    attrs.resolve_types(Loc)
+    for cls in every:
+        attrs.resolve_types(cls, vars(n), vars(n))
+    # Expressions hold indices and indices hold expressions, so the tag is resolved when a value is
+    # (un)structured, not when hooks are generated.
+    for base in (n.Expr, n.Idx, n.Stmt):
+        kinds = {cls.__name__: cls for cls in every if issubclass(cls, base) and cls is not base}
+
+        def is_kind(t: object, _base: type = base) -> bool:
+            return isinstance(t, type) and issubclass(t, _base)
+
+        def unstructure_node(obj: object) -> dict:
+            return {"kind": type(obj).__name__, **c.unstructure_attrs_asdict(obj)}
+
+        def structure_node(data: dict, _t: type, _kinds: dict = kinds) -> object:
+            data = dict(data)
+            kind = data.pop("kind", None)
+            if kind not in _kinds:
+                raise ValueError(f"unknown node kind {kind!r}")
+            return c.structure_attrs_fromdict(data, _kinds[kind])
+
+        c.register_unstructure_hook_func(is_kind, unstructure_node)
+        c.register_structure_hook_func(is_kind, structure_node)
+
+
+def _diagnostic_rules(c: cattrs.Converter) -> None:
+    from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
+    from cake_core.ir.location import Loc
+
+    def span(loc: Loc) -> dict[str, Any]:
+        return {"file": loc.file, "line": loc.line, "column": loc.col, "end_line": loc.end_line,
+                "end_column": loc.end_col}  # fmt: skip
+
+    def loc_of(d: dict[str, Any]) -> Loc:
+        return Loc(d["file"], d["line"], d["column"], d["end_line"], d["end_column"])
+
+    def unstructure_diagnostic(d: Diagnostic) -> dict[str, Any]:
+        return {
+            "code": d.code, "slug": d.slug, "severity": d.severity.value, "message": d.message, **span(d.primary),
+            "label": d.label, "secondary": [{**span(s.loc), "message": s.message} for s in d.secondary],
+            "plugin": d.plugin, "notes": list(d.notes), "help": d.help,
+        }  # fmt: skip
+
+    def structure_diagnostic(d: dict[str, Any], _t: type) -> Diagnostic:
+        return Diagnostic(
+            d["code"], d["slug"], Severity(d["severity"]), d["message"], loc_of(d), d["label"],
+            tuple(Label(loc_of(s), s["message"]) for s in d["secondary"]), tuple(d["notes"]), d["help"], d["plugin"],
+        )  # fmt: skip
+
+    def is_diagnostic(t: object) -> bool:
+        return isinstance(t, type) and issubclass(t, Diagnostic)
+
+    c.register_unstructure_hook_func(is_diagnostic, unstructure_diagnostic)
+    c.register_structure_hook_func(is_diagnostic, structure_diagnostic)
+
+
+def _runtime_rules(c: cattrs.Converter) -> None:
+    from cake_core.runtime.device import DeviceInfo
+    from cake_core.runtime.nvrtc import CompileResult
+    from cake_core.runtime.ptxas import FunctionResources
+    from cake_core.runtime.worker import RunResult
+
+    for cls in (FunctionResources, DeviceInfo, CompileResult, RunResult):
+        attrs.resolve_types(cls)
+    plain_resources = make_dict_unstructure_fn(FunctionResources, c)
+
+    def unstructure_resources(r: FunctionResources) -> dict[str, Any]:
+        d = plain_resources(r)
+        d["constant"] = {str(k): v for k, v in r.constant.items()}
+        return d
+
+    plain_device = make_dict_unstructure_fn(DeviceInfo, c)
+
+    def unstructure_device(info: DeviceInfo) -> dict[str, Any]:
+        return {**plain_device(info), "arch": info.arch}
+
+    c.register_unstructure_hook(FunctionResources, unstructure_resources)
+    c.register_unstructure_hook(DeviceInfo, unstructure_device)
+
+    def unstructure_compiled(r: CompileResult) -> dict[str, Any]:
+        return {
+            "name": r.name, "arch": r.arch, "options": list(r.options), "cubin_bytes": len(r.cubin),
+            "cubin_sha256": hashlib.sha256(r.cubin).hexdigest(), "nvrtc_version": list(r.nvrtc_version),
+            "compile_s": r.compile_s, "wall_s": r.wall_s, "cache_status": r.cache_status, "cache_key": r.cache_key,
+            "functions": c.unstructure(r.functions), "warnings": c.unstructure(r.warnings),
+            "global_bytes": r.global_bytes, "log": r.log,
+        }  # fmt: skip
+
+    plain_run = make_dict_unstructure_fn(RunResult, c, outputs=override(omit=True))
+
+    def unstructure_run(r: RunResult) -> dict[str, Any]:
+        outputs = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in r.outputs.items()}
+        d = plain_run(r)
+        return {"status": d.pop("status"), "plan": d.pop("plan"), "error": d.pop("error"), "outputs": outputs, **d}
+
+    c.register_unstructure_hook(CompileResult, unstructure_compiled)
+    c.register_unstructure_hook(RunResult, unstructure_run)
+
+
+def _loop_rules(c: cattrs.Converter) -> None:
+    from cake_core.loop.run import Entry, Finding
+    from cake_core.mutate.pipeline import Outcome
+
+    def unstructure_outcome(o: Outcome) -> dict[str, Any]:
+        m = o.mutant
+        return {
+            "operator": m.operator, "file": o.file, "kernel": m.kernel, "line": m.loc.line, "column": m.loc.col,
+            "description": m.description, "fate": o.fate.value, "detail": o.detail, "warnings": list(o.warnings),
+        }  # fmt: skip
+
+    c.register_unstructure_hook(Outcome, unstructure_outcome)
+    c.register_unstructure_hook(Finding, make_dict_unstructure_fn(Finding, c, _cattrs_omit_if_default=True))
+    c.register_unstructure_hook(Entry, make_dict_unstructure_fn(Entry, c, candidate=override(omit=True)))
+    c.register_structure_hook(Entry, make_dict_structure_fn(Entry, c, candidate=override(omit=True)))
