@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-import attrs
 
 from cake_core import __version__
 from cake_core.console import print_json, print_table
+from cake_core.convert import unstructure
 from cake_core.errors import CakeError, CakeUserError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -71,21 +71,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def target_record(t) -> dict:
-    d = attrs.asdict(t, recurse=True)
-    d["features"] = sorted(f.value for f in t.features)
-    d["compute_capability"] = list(t.compute_capability)
-    d["sources"] = list(t.sources)
-    return d
-
-
 def cmd_targets(args: argparse.Namespace) -> int:
     reg = _registry()
     targets = reg.values("targets")
     if args.json:
         records = []
         for t in targets:
-            rec = target_record(t)
+            rec = unstructure(t)
             info = reg.registration("targets", t.name).plugin
             rec["plugin"] = {"distribution": info.distribution, "version": info.version}
             records.append(rec)

@@ -4,6 +4,7 @@ All serialization rules live here, never on the records. The converter is built 
 plugins have loaded; a record without a rule here unstructures field by field (``attrs`` order, enums
 as their values, tuples as lists). The rules:
 
+* a set is a sorted list;
 * IR nodes in union positions (expressions, indices, statements) carry a ``"kind"`` tag with the
   class name (:mod:`cake_core.ir.serialize` wraps a module in its versioned envelope);
 * a diagnostic is the flat form of DESIGN.md section 6 (``code``, ``slug``, ``severity``,
@@ -17,9 +18,12 @@ as their values, tuples as lists). The rules:
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import hashlib
 import json
+import typing
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -32,6 +36,7 @@ from cattrs.strategies import configure_union_passthrough
 def converter() -> cattrs.Converter:
     c = cattrs.Converter(forbid_extra_keys=True)
     configure_union_passthrough(int | float | str | bool | None, c)
+    c.register_unstructure_hook_func(_is_set, lambda s: sorted(c.unstructure(x) for x in s))
     _ir_rules(c)
     _diagnostic_rules(c)
     _runtime_rules(c)
@@ -57,6 +62,10 @@ def dumps(obj: object, indent: int = 2) -> str:
 # ---------------------------------------------------------------------------------------------------
 # rules
 # ---------------------------------------------------------------------------------------------------
+
+
+def _is_set(t: object) -> bool:
+    return (typing.get_origin(t) or t) in (set, frozenset, collections.abc.Set)
 
 
 def _ir_rules(c: cattrs.Converter) -> None:
@@ -124,31 +133,28 @@ def _diagnostic_rules(c: cattrs.Converter) -> None:
     c.register_structure_hook_func(is_diagnostic, structure_diagnostic)
 
 
+def _record(qualified: str) -> Callable[[object], bool]:
+    """Whether a type is the record ``module.Name``, known by name: a rule for it is made when a value
+    of it is first (un)structured, so that building the converter imports none of the modules."""
+    module, _, name = qualified.rpartition(".")
+
+    def matches(t: object) -> bool:
+        return isinstance(t, type) and t.__module__ == module and t.__qualname__ == name
+
+    return matches
+
+
 def _runtime_rules(c: cattrs.Converter) -> None:
-    from cake_core.runtime.device import DeviceInfo
-    from cake_core.runtime.nvrtc import CompileResult
-    from cake_core.runtime.ptxas import FunctionResources
-    from cake_core.runtime.worker import RunResult
+    def resources(cls: type) -> Callable[[Any], dict[str, Any]]:
+        plain = make_dict_unstructure_fn(attrs.resolve_types(cls), c)
+        return lambda r: {**plain(r), "constant": {str(k): v for k, v in r.constant.items()}}
 
-    for cls in (FunctionResources, DeviceInfo, CompileResult, RunResult):
-        attrs.resolve_types(cls)
-    plain_resources = make_dict_unstructure_fn(FunctionResources, c)
+    def device(cls: type) -> Callable[[Any], dict[str, Any]]:
+        plain = make_dict_unstructure_fn(attrs.resolve_types(cls), c)
+        return lambda info: {**plain(info), "arch": info.arch}
 
-    def unstructure_resources(r: FunctionResources) -> dict[str, Any]:
-        d = plain_resources(r)
-        d["constant"] = {str(k): v for k, v in r.constant.items()}
-        return d
-
-    plain_device = make_dict_unstructure_fn(DeviceInfo, c)
-
-    def unstructure_device(info: DeviceInfo) -> dict[str, Any]:
-        return {**plain_device(info), "arch": info.arch}
-
-    c.register_unstructure_hook(FunctionResources, unstructure_resources)
-    c.register_unstructure_hook(DeviceInfo, unstructure_device)
-
-    def unstructure_compiled(r: CompileResult) -> dict[str, Any]:
-        return {
+    def compiled(cls: type) -> Callable[[Any], dict[str, Any]]:
+        return lambda r: {
             "name": r.name, "arch": r.arch, "options": list(r.options), "cubin_bytes": len(r.cubin),
             "cubin_sha256": hashlib.sha256(r.cubin).hexdigest(), "nvrtc_version": list(r.nvrtc_version),
             "compile_s": r.compile_s, "wall_s": r.wall_s, "cache_status": r.cache_status, "cache_key": r.cache_key,
@@ -156,29 +162,39 @@ def _runtime_rules(c: cattrs.Converter) -> None:
             "global_bytes": r.global_bytes, "log": r.log,
         }  # fmt: skip
 
-    plain_run = make_dict_unstructure_fn(RunResult, c, outputs=override(omit=True))
+    def run_result(cls: type) -> Callable[[Any], dict[str, Any]]:
+        plain = make_dict_unstructure_fn(attrs.resolve_types(cls), c, outputs=override(omit=True))
 
-    def unstructure_run(r: RunResult) -> dict[str, Any]:
-        outputs = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in r.outputs.items()}
-        d = plain_run(r)
-        return {"status": d.pop("status"), "plan": d.pop("plan"), "error": d.pop("error"), "outputs": outputs, **d}
+        def unstructure_run(r: Any) -> dict[str, Any]:
+            outputs = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in r.outputs.items()}
+            d = plain(r)
+            return {"status": d.pop("status"), "plan": d.pop("plan"), "error": d.pop("error"), "outputs": outputs,
+                    **d}  # fmt: skip
 
-    c.register_unstructure_hook(CompileResult, unstructure_compiled)
-    c.register_unstructure_hook(RunResult, unstructure_run)
+        return unstructure_run
+
+    c.register_unstructure_hook_factory(_record("cake_core.runtime.ptxas.FunctionResources"), resources)
+    c.register_unstructure_hook_factory(_record("cake_core.runtime.device.DeviceInfo"), device)
+    c.register_unstructure_hook_factory(_record("cake_core.runtime.nvrtc.CompileResult"), compiled)
+    c.register_unstructure_hook_factory(_record("cake_core.runtime.worker.RunResult"), run_result)
 
 
 def _loop_rules(c: cattrs.Converter) -> None:
-    from cake_core.loop.run import Entry, Finding
-    from cake_core.mutate.pipeline import Outcome
-
-    def unstructure_outcome(o: Outcome) -> dict[str, Any]:
-        m = o.mutant
-        return {
-            "operator": m.operator, "file": o.file, "kernel": m.kernel, "line": m.loc.line, "column": m.loc.col,
-            "description": m.description, "fate": o.fate.value, "detail": o.detail, "warnings": list(o.warnings),
+    def outcome(cls: type) -> Callable[[Any], dict[str, Any]]:
+        return lambda o: {
+            "operator": o.mutant.operator, "file": o.file, "kernel": o.mutant.kernel, "line": o.mutant.loc.line,
+            "column": o.mutant.loc.col, "description": o.mutant.description, "fate": o.fate.value,
+            "detail": o.detail, "warnings": list(o.warnings),
         }  # fmt: skip
 
-    c.register_unstructure_hook(Outcome, unstructure_outcome)
-    c.register_unstructure_hook(Finding, make_dict_unstructure_fn(Finding, c, _cattrs_omit_if_default=True))
-    c.register_unstructure_hook(Entry, make_dict_unstructure_fn(Entry, c, candidate=override(omit=True)))
-    c.register_structure_hook(Entry, make_dict_structure_fn(Entry, c, candidate=override(omit=True)))
+    finding, entry = _record("cake_core.loop.run.Finding"), _record("cake_core.loop.run.Entry")
+    c.register_unstructure_hook_factory(_record("cake_core.mutate.pipeline.Outcome"), outcome)
+    c.register_unstructure_hook_factory(
+        finding, lambda cls: make_dict_unstructure_fn(attrs.resolve_types(cls), c, _cattrs_omit_if_default=True)
+    )
+    c.register_unstructure_hook_factory(
+        entry, lambda cls: make_dict_unstructure_fn(attrs.resolve_types(cls), c, candidate=override(omit=True))
+    )
+    c.register_structure_hook_factory(
+        entry, lambda cls: make_dict_structure_fn(attrs.resolve_types(cls), c, candidate=override(omit=True))
+    )

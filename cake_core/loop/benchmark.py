@@ -120,6 +120,7 @@ def _measure(
     timeout_s: float,
     commit: str | None,
 ) -> Measurement:
+    from cake_core.convert import unstructure
     from cake_core.runtime.nvrtc import CompileError
     from cake_core.runtime.sass import check_claims
 
@@ -135,7 +136,7 @@ def _measure(
     lowered = candidate.build(spec)
     plan = build_plan(lowered, compiled.cubin, values)
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
-    resources = {name: attrs.asdict(r) for name, r in compiled.kernels.items()}
+    resources = unstructure(compiled.kernels)
     finding = check_claims(compiled.cubin, candidate.sass_claims())
     sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
             "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
