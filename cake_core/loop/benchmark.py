@@ -100,32 +100,20 @@ def bench_candidate(
     """Check, time and check again one well-typed candidate at one cell; the measurement is also kept
     in ``candidate.measurements``. Never raises for a failing candidate: a compile error, fault,
     timeout or wrong answer is a record with its status."""
-    m = _measure(candidate, problem, shape, dtype, runner, impl=impl, timing=timing, seed=seed, run=run,
-                 timeout_s=timeout_s, commit=commit)  # fmt: skip
+    base = dict(problem=problem.name, shape=dict(shape), dtype=dtype, target=candidate.target.name, date=today(),
+                commit=commit or git_commit(), impl=impl, run=run)  # fmt: skip
+    m = _measure(candidate, problem, shape, dtype, runner, base, timing, seed, timeout_s)
     candidate.measurements.append(m)
     return m
 
 
-def _measure(
-    candidate: Candidate,
-    problem: Problem,
-    shape: Mapping[str, int],
-    dtype: str,
-    runner: Any,
-    *,
-    impl: str,
-    timing: Timing | None,
-    seed: int,
-    run: int,
-    timeout_s: float,
-    commit: str | None,
-) -> Measurement:
+def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], dtype: str, runner: Any,
+             base: dict[str, Any], timing: Timing | None, seed: int, timeout_s: float) -> Measurement:  # fmt: skip
+    """:func:`bench_candidate`'s measurement; ``base`` holds the fields that say what was measured."""
     from cake_core.convert import unstructure
     from cake_core.runtime.nvrtc import CompileError
     from cake_core.runtime.sass import check_claims
 
-    base = dict(problem=problem.name, shape=dict(shape), dtype=dtype, target=candidate.target.name, date=today(),
-                commit=commit or git_commit(), impl=impl, run=run)  # fmt: skip
     values = program_values(candidate.check(), problem, shape, dtype)
     spec = candidate.spec(values)
     try:

@@ -162,7 +162,8 @@ def test_planted_off_by_one_fails_on_the_gpu_too(on_h200, record) -> None:
     text = (SCHEDULES / "ampere.cake").read_text()
     planted = text.replace("cp.async xs <- x[b, t * BM : +BM, :]", "cp.async xs <- x[b, t * BM + 1 : +BM, :]")
     assert planted != text
-    m = bench_candidate(_text_candidate(planted, "ampere_off_by_one.cake"), _problem(), {"B": 2, "N": 1000, "K": 300, "D": 128}, "bf16", on_h200,
-                        impl="cake:ampere(off-by-one)", timing=None)  # fmt: skip
+    m = bench_candidate(_text_candidate(planted, "ampere_off_by_one.cake"), _problem(),
+                        {"B": 2, "N": 1000, "K": 300, "D": 128}, "bf16", on_h200, impl="cake:ampere(off-by-one)",
+                        timing=None)  # fmt: skip
     record("planted", m)
     assert m.status == "wrong" and not m.correct, (m.status, m.oracle)
