@@ -35,8 +35,7 @@ class CakeLauncher:
         import torch
         from cuda.bindings import driver as cu
 
-        from cake_core.ir.sema import check_module
-        from cake_core.lower import build as b
+        from cake_core import pipeline
         from cake_core.lower.program import build_plan
         from cake_core.loop.benchmark import program_values
         from cake_core.runtime.executor import encode_tensor_map, pack_params
@@ -44,16 +43,16 @@ class CakeLauncher:
         from cake_core import plugins
 
         problem = plugins.registry().get("problems", "kmeans-assign")
-        checked = check_module(b.load(path).module, b.primitives(), target)
-        values = program_values(checked, problem, shape, dtype)
-        built = b.build(checked, target, b.spec_for(checked, values))
-        self.built = built
-        self.plan = plan = build_plan(built.lowered, built.cubin, values)
+        self.candidate = cand = pipeline.Candidate.load(path, target)
+        values = program_values(cand.check(), problem, shape, dtype)
+        spec = cand.spec(values)
+        self.compiled = compiled = cand.compile(spec)
+        self.plan = plan = build_plan(cand.build(spec), compiled.cubin, values)
         self.cu = cu
         torch.cuda.synchronize()
         (err,) = cu.cuInit(0)
         assert int(err) == 0, err
-        err, self.module = cu.cuModuleLoadData(built.cubin)
+        err, self.module = cu.cuModuleLoadData(compiled.cubin)
         assert int(err) == 0, err
         self.tensors = dict(tensors)
         for spec in plan.tensors:
@@ -208,16 +207,15 @@ def main() -> int:
                     }  # fmt: skip
                     if impl.startswith("cake:"):
                         launcher = impls[impl]
-                        from cake_core.lower.build import sass_claims
                         from cake_core.runtime.sass import check_claims
 
-                        f = check_claims(launcher.built.cubin, sass_claims(launcher.built.lowered.checked))
+                        f = check_claims(launcher.compiled.cubin, launcher.candidate.sass_claims())
                         rec["sass"] = {"claims": list(f.claims), "present": list(f.present),
                                        "missing": list(f.missing), "counts": f.counts}  # fmt: skip
                         rec["resources"] = {k: {"registers": r.registers, "spill_stores": r.spill_stores,
                                                 "spill_loads": r.spill_loads, "stack": r.stack_frame}
-                                            for k, r in launcher.built.compiled.kernels.items()}  # fmt: skip
-                        rec["warnings"] = [str(w) for w in launcher.built.compiled.warnings]
+                                            for k, r in launcher.compiled.kernels.items()}  # fmt: skip
+                        rec["warnings"] = [str(w) for w in launcher.compiled.warnings]
                     records.append(rec)
                     print(f"run {run} {cell.label} {impl:26} {med if med else float('nan'):8.3f} ms  "
                           f"correct={report.passed}", flush=True)  # fmt: skip

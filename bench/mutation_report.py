@@ -25,6 +25,8 @@ from typing import Any
 
 from benchlib import CORPUS, ROOT, SCHEDULES, commit, registry
 
+from cake_core.convert import unstructure
+
 
 #: Survivors analysed by hand (the pipeline marks them missed: nothing automatic shows them harmless).
 #: Keyed by (file name, line, operator, variant); the value is the argument.
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
              "caught_share": None if s.caught_share is None else round(s.caught_share, 4)}
             for s in summaries
         ],  # fmt: skip
-        "mutants": [{**o.to_json(), "hand_analysis": argued(o)} for o in outcomes],
+        "mutants": [{**unstructure(o), "hand_analysis": argued(o)} for o in outcomes],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{date}-mutation-report.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -4,9 +4,10 @@ NVRTC compile — per candidate, with a cold NVRTC cache and then a warm one, an
 The candidates are every (committed kmeans-assign schedule, target) pair: what ``cake run kmeans-assign
 --target T`` filters, for every registered target. Each goes the way ``cake run``'s stage 2 takes it:
 the verifier over every specialization; where it passes, the one specialization of the problem's default
-cell is lowered and compiled for the target. A candidate the verifier rejects costs its parse and
-verification only. Steps are timed as the pipeline runs them (whatever a step redoes of an earlier one
-is counted in that step), in one process on one core, serially.
+cell is lowered and compiled for the target. A candidate the verifier rejects costs its parse, type
+check and verification only. Each step is one step of :mod:`cake_core.pipeline`, taking the product of
+the one before it (the module is type-checked once, before the verifier, and the checked module goes on
+to lowering), timed in one process on one core, serially.
 
 The cold pass uses an empty NVRTC cache directory; the warm pass repeats the run with the cache the cold
 pass filled (the NVRTC step is then a cache read).
@@ -34,7 +35,7 @@ from typing import Any
 from benchlib import ROOT, SCHEDULES, commit
 
 
-STEPS = ("parse", "verify", "check", "lower", "nvrtc")
+STEPS = ("parse", "check", "verify", "lower", "nvrtc")
 
 
 def candidates(reg: Any) -> list[tuple[Path, Any]]:
@@ -43,35 +44,33 @@ def candidates(reg: Any) -> list[tuple[Path, Any]]:
 
 def one_pass(cands: list[tuple[Path, Any]], problem: Any, cache_dir: Path) -> dict[str, Any]:
     """Stage 2 over every candidate; seconds per step and candidate, and what became of each."""
-    from cake_core.ir.parser import parse_file
-    from cake_core.lower import build as b
-    from cake_core.lower.program import lower_program
+    from cake_core import pipeline
     from cake_core.loop.benchmark import program_values
-    from cake_core.runtime.nvrtc import CompileError, compile_cuda
-    from cake_core.verify.runner import verify
+    from cake_core.lower.program import select_spec
+    from cake_core.runtime.nvrtc import CompileError
 
     shape, dtype = problem.default_cell.shape, problem.default_cell.dtype
     rows = []
     for path, tgt in cands:
         t: dict[str, float] = dict.fromkeys(STEPS, 0.0)
         c0 = time.perf_counter()
-        module, text = parse_file(path)
+        source = pipeline.load(path)
         c1 = time.perf_counter()
         t["parse"] = c1 - c0
-        diags = verify(module, tgt)
+        checked = pipeline.check(source, tgt)
         c2 = time.perf_counter()
-        t["verify"] = c2 - c1
+        t["check"] = c2 - c1
+        report = pipeline.verify(checked, tgt)
+        c3 = time.perf_counter()
+        t["verify"] = c3 - c2
         outcome = "rejected by the verifier"
-        if not any(d.is_error for d in diags):
-            checked = b.check(b.Source(module, text), tgt)
-            c3 = time.perf_counter()
-            t["check"] = c3 - c2
-            spec = b.spec_for(checked, program_values(checked, problem, shape, dtype))
-            lowered = lower_program(checked, tgt, spec)
+        if report.ok:
+            spec = select_spec(checked, program_values(checked, problem, shape, dtype))
+            lowered = pipeline.build(checked, tgt, spec)
             c4 = time.perf_counter()
             t["lower"] = c4 - c3
             try:
-                compile_cuda(lowered.source, tgt.nvrtc_arch, name=f"{path.stem}.cu", cache_directory=cache_dir)
+                pipeline.compile_program(lowered, tgt, cache_directory=cache_dir)
                 outcome = "compiled"
             except CompileError:
                 outcome = "rejected by NVRTC"

@@ -50,20 +50,16 @@ def make_items(path: Path, count: int, seed: int) -> None:
 
 
 def dump(items_path: Path, which: str, out) -> int:
-    from cake_core.diagnostics.diagnostic import DiagnosticError
+    from cake_core.convert import unstructure
     from cake_core.diagnostics.render import render_all
-    from cake_core.ir.parser import parse
-    from cake_core.verify.runner import verify
+    from cake_core.verify.runner import verify_source
 
     reg = registry()
     targets = {t.name: t for t in reg.values("targets")}
     items = json.loads(items_path.read_text())[which]
     for path, target, text in items:
-        try:
-            diags = verify(parse(text, path), targets[target], reg)
-        except DiagnosticError as exc:
-            diags = list(exc.diagnostics)
-        line = {"file": path, "target": target, "json": [d.to_json() for d in diags],
+        diags = verify_source(text, path, targets[target], reg).diagnostics
+        line = {"file": path, "target": target, "json": [unstructure(d) for d in diags],
                 "text": render_all(diags, {path: text})}  # fmt: skip
         out.write(json.dumps(line, sort_keys=True) + "\n")
     return len(items)

@@ -2,8 +2,8 @@
 
 What issue 4 asks for, and what this measures by default: ``--count`` (10,000) structurally distinct
 mutants of the files of the cake-rules-core corpus (each base file contributes alike), each printed to
-text, then timed, in this one process on one core: ``parse`` of the text and ``verify`` of the module
-for the file's target with the full core pack (every rule of ``cake-rules-core``, and the
+text, then timed, in this one process on one core: ``verify_source`` of the text (parse, type check
+and every rule) for the file's target with the full core pack (every rule of ``cake-rules-core``, and the
 ``cake-targets-nvidia`` targets; other installed plugins are left out through ``CAKE_PLUGINS``). No
 memoization spans two kernels: each verification starts from nothing but the registry.
 
@@ -131,9 +131,7 @@ def make_mutants(count: int, seed: int, reg: Any, wide: bool = False) -> list[tu
 
 def measure(items: list[tuple[str, str, str]], reg: Any) -> dict[str, Any]:
     """Parse and verify every item in turn; times per kernel and the outcomes."""
-    from cake_core.diagnostics.diagnostic import DiagnosticError
-    from cake_core.ir.parser import parse
-    from cake_core.verify.runner import verify
+    from cake_core.verify.runner import verify_source
 
     targets = {t.name: t for t in reg.values("targets")}
     times: list[float] = []
@@ -143,15 +141,12 @@ def measure(items: list[tuple[str, str, str]], reg: Any) -> dict[str, Any]:
     start = time.perf_counter()
     for path, target, text in items:
         t0 = time.perf_counter()
-        try:
-            module = parse(text, path)
-        except DiagnosticError:
-            outcomes["syntax error"] += 1
-            times.append(time.perf_counter() - t0)
-            continue
-        diags = verify(module, targets[target], reg)
+        report = verify_source(text, path, targets[target], reg)
         times.append(time.perf_counter() - t0)
-        if not diags:
+        diags = report.diagnostics
+        if report.kernels == 0:  # the text did not parse (a syntax error is the report's one diagnostic)
+            outcomes["syntax error"] += 1
+        elif not diags:
             outcomes["clean"] += 1
         elif any(d.code.startswith("CK") and d.is_error for d in diags):
             outcomes["type errors"] += 1

@@ -7,15 +7,15 @@ failed (``bench``); 2 bad usage or input (one line on stderr, never a traceback)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-import attrs
 
 from cake_core import __version__
+from cake_core.console import print_json, print_table
+from cake_core.convert import unstructure
 from cake_core.errors import CakeError, CakeUserError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -32,22 +32,6 @@ def _registry():
     from cake_core import plugins
 
     return plugins.registry()
-
-
-def _print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left", show_lines=False)
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*[str(x) for x in r])
-    Console(width=max(100, len(columns) * 14)).print(t)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -72,7 +56,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        _print_json(records)
+        print_json(records)
         return 0
     rows = [
         (
@@ -83,16 +67,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         )
         for r in records
     ]
-    _table("Cake plugins", ["plugin", "distribution", "version", "registered"], rows)
+    print_table("Cake plugins", ["plugin", "distribution", "version", "registered"], rows)
     return 0
-
-
-def target_record(t) -> dict:
-    d = attrs.asdict(t, recurse=True)
-    d["features"] = sorted(f.value for f in t.features)
-    d["compute_capability"] = list(t.compute_capability)
-    d["sources"] = list(t.sources)
-    return d
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
@@ -101,11 +77,11 @@ def cmd_targets(args: argparse.Namespace) -> int:
     if args.json:
         records = []
         for t in targets:
-            rec = target_record(t)
+            rec = unstructure(t)
             info = reg.registration("targets", t.name).plugin
             rec["plugin"] = {"distribution": info.distribution, "version": info.version}
             records.append(rec)
-        _print_json(records)
+        print_json(records)
         return 0
     rows = [
         (
@@ -121,7 +97,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
         )
         for t in targets
     ]
-    _table(
+    print_table(
         "Cake targets",
         ["target", "product", "arch", "SMs", "smem/block", "L2", "DRAM", "bf16 TFLOP/s", "features"],
         rows,
@@ -151,7 +127,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise CakeUserError(f"cannot read {path}: {exc}") from None
     report = verify_source(text, str(path), target, reg)
     if args.json:
-        _print_json([d.to_json() for d in report.diagnostics])
+        print_json(report.diagnostics)
     elif report.diagnostics:
         sys.stdout.write(render_all(report.diagnostics, {str(path): text}) + "\n")
     else:

@@ -3,51 +3,42 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import attrs
 
+from cake_core.console import print_diagnostics, print_json, print_table
 from cake_core.diagnostics.diagnostic import DiagnosticError
-from cake_core.diagnostics.render import render_all, to_json
 from cake_core.errors import CakeUserError
 from cake_core.logs import get_logger
+from cake_core.runtime.ptxas import CompileWarning, FunctionResources
 
 
-def _print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+def _verified(path: str, target_name: str, as_json: bool):
+    """The file as a pipeline candidate for the target, parsed, type-checked and verified: the gates
+    any build passes first. On errors, print them and return None (the caller exits 1); warnings are
+    printed and kept going."""
+    from cake_core import pipeline, plugins
 
-
-def _load_checked(path: str, target_name: str, as_json: bool):
-    """Parse, type-check and run every verifier rule for the target: the gates any build passes first.
-    On errors, print them and return None (the caller exits 1); warnings are printed and kept going."""
-    from cake_core.lower import build as b
-    from cake_core.verify.runner import verify
-
-    tgt = b.target(target_name)
+    reg = plugins.registry()
+    tgt = reg.get("targets", target_name)
     try:
-        src = b.load(path)
+        cand = pipeline.Candidate.load(path, tgt, reg)
     except DiagnosticError as exc:
-        _show(exc.diagnostics, path, as_json)
+        print_diagnostics(exc.diagnostics, _sources(path), as_json=as_json)
         return None
-    diags = verify(src.module, tgt)
-    errors = any(d.is_error for d in diags)
-    if diags:
+    report = cand.verify()
+    if report.diagnostics:
         # with --json, stdout carries one document: the diagnostics when they stop the build, else the
         # command's own result (warnings then go to stderr as text)
-        _show(diags, path, as_json and errors)
-    if errors:
-        return None
-    return src, tgt, b.check(src, tgt)
+        print_diagnostics(report.diagnostics, cand.source.sources, as_json=as_json and not report.ok)
+    return cand if report.ok else None
 
 
-def _show(diags, path: str, as_json: bool) -> None:
-    text = Path(path).read_text() if Path(path).exists() else ""
-    if as_json:
-        sys.stdout.write(to_json(diags) + "\n")
-    else:
-        sys.stderr.write(render_all(diags, {path: text}) + "\n")
+def _sources(path: str) -> dict[str, str]:
+    p = Path(path)
+    return {path: p.read_text() if p.exists() else ""}
 
 
 def parse_shape(text: str | None) -> dict[str, int | str]:
@@ -65,13 +56,11 @@ def parse_shape(text: str | None) -> dict[str, int | str]:
     return out
 
 
-def _specs(checked, shape_text: str | None):
-    from cake_core.lower import build as b
-
+def _specs(cand, shape_text: str | None):
     values = parse_shape(shape_text)
     if values:
-        return [b.spec_for(checked, values)]
-    return b.all_specs(checked)
+        return [cand.spec(values)]
+    return cand.specs()
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
@@ -88,7 +77,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
             "plugin": reg.registration("problems", p.name).plugin.distribution,
         })  # fmt: skip
     if args.json:
-        _print_json(records)
+        print_json(records)
         return 0
     for r in records:
         print(f"{r['name']}: {r['summary']}")
@@ -99,13 +88,10 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
-    from cake_core.lower.program import lower_program
-
-    loaded = _load_checked(args.file, args.target, False)
-    if loaded is None:
+    cand = _verified(args.file, args.target, False)
+    if cand is None:
         return 1
-    _, tgt, checked = loaded
-    sources = [lower_program(checked, tgt, spec).source for spec in _specs(checked, args.shape)]
+    sources = [cand.build(spec).source for spec in _specs(cand, args.shape)]
     text = "\n".join(sources)
     if args.output:
         Path(args.output).write_text(text)
@@ -114,54 +100,73 @@ def cmd_lower(args: argparse.Namespace) -> int:
     return 0
 
 
+@attrs.frozen
+class CompiledSpec:
+    """One specialization as ``cake compile`` reports it, compiled."""
+
+    specialization: str
+    ok: bool
+    target: str
+    arch: str
+    nvrtc: str
+    cubin_bytes: int
+    cache: str
+    compile_s: float
+    kernels: dict[str, FunctionResources]
+    warnings: tuple[CompileWarning, ...]
+    smem_bytes: dict[str, int]
+
+
+@attrs.frozen
+class FailedSpec:
+    """One specialization as ``cake compile`` reports it, rejected by NVRTC."""
+
+    specialization: str
+    ok: bool
+    error: str
+    log: str
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
-    from cake_core.lower import build as b
     from cake_core.runtime.nvrtc import CompileError
 
-    loaded = _load_checked(args.file, args.target, args.json)
-    if loaded is None:
+    cand = _verified(args.file, args.target, args.json)
+    if cand is None:
         return 1
-    _, tgt, checked = loaded
+    tgt = cand.target
     log = get_logger("cake.compile")
-    results = []
-    failed = False
-    for spec in _specs(checked, args.shape):
+    results: list[CompiledSpec | FailedSpec] = []
+    for spec in _specs(cand, args.shape):
         try:
-            built = b.build(checked, tgt, spec, cache=not args.no_cache)
+            c = cand.compile(spec, cache=not args.no_cache)
         except CompileError as exc:
-            failed = True
             log.info("nvrtc compile", file=args.file, target=tgt.name, arch=tgt.nvrtc_arch,
                      specialization=spec.label, ok=False, error=str(exc))  # fmt: skip
-            results.append({"specialization": spec.label, "ok": False, "error": str(exc), "log": exc.log})
+            results.append(FailedSpec(spec.label, False, str(exc), exc.log))
             continue
-        c = built.compiled
         log.info("nvrtc compile", file=args.file, target=tgt.name, arch=tgt.nvrtc_arch, specialization=spec.label,
                  ok=True, cache=c.cache_status, compile_s=round(c.compile_s, 4), wall_s=round(c.wall_s, 4),
                  cubin_bytes=len(c.cubin))  # fmt: skip
-        results.append({
-            "specialization": spec.label, "ok": True, "target": tgt.name, "arch": tgt.nvrtc_arch,
-            "nvrtc": ".".join(map(str, c.nvrtc_version)), "cubin_bytes": len(c.cubin), "cache": c.cache_status,
-            "compile_s": round(c.compile_s, 3),
-            "kernels": {k: attrs.asdict(r) for k, r in c.kernels.items()},
-            "warnings": [attrs.asdict(w) for w in c.warnings],
-            "smem_bytes": {lk.function: lk.model.smem_bytes for lk in built.lowered.kernels},
-        })  # fmt: skip
+        results.append(CompiledSpec(
+            spec.label, True, tgt.name, tgt.nvrtc_arch, ".".join(map(str, c.nvrtc_version)), len(c.cubin),
+            c.cache_status, round(c.compile_s, 3), c.kernels, c.warnings,
+            {lk.function: lk.model.smem_bytes for lk in cand.lowered[spec].kernels},
+        ))  # fmt: skip
     if args.json:
-        _print_json(results)
+        print_json(results)
     else:
         for r in results:
-            if not r["ok"]:
-                print(f"{r['specialization']}: compile failed: {r['error']}")
+            if isinstance(r, FailedSpec):
+                print(f"{r.specialization}: compile failed: {r.error}")
                 continue
-            print(f"{r['specialization']}: {r['arch']} cubin {r['cubin_bytes']} bytes (NVRTC {r['nvrtc']}, "
-                  f"cache {r['cache']})")  # fmt: skip
-            for name, k in r["kernels"].items():
-                print(f"  {name}: {k['registers']} registers, {k['spill_stores']} B spill stores, "
-                      f"{k['spill_loads']} B spill loads, {k['stack_frame']} B stack, "
-                      f"{r['smem_bytes'].get(name, 0)} B dynamic shared")  # fmt: skip
-            for w in r["warnings"]:
-                print(f"  warning: {w.get('message', w)}")
-    return 1 if failed else 0
+            print(f"{r.specialization}: {r.arch} cubin {r.cubin_bytes} bytes (NVRTC {r.nvrtc}, cache {r.cache})")
+            for name, k in r.kernels.items():
+                print(f"  {name}: {k.registers} registers, {k.spill_stores} B spill stores, "
+                      f"{k.spill_loads} B spill loads, {k.stack_frame} B stack, "
+                      f"{r.smem_bytes.get(name, 0)} B dynamic shared")  # fmt: skip
+            for w in r.warnings:
+                print(f"  warning: {w.message}")
+    return 1 if any(isinstance(r, FailedSpec) for r in results) else 0
 
 
 def _target_for_gpu(info, requested: str | None):
@@ -187,8 +192,7 @@ def _target_for_gpu(info, requested: str | None):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from cake_core import plugins
-    from cake_core.lower import build as b
+    from cake_core import pipeline, plugins
     from cake_core.loop.benchmark import bench_candidate
     from cake_core.runtime.device import require_driver
     from cake_core.runtime.plan import Timing
@@ -199,19 +203,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     dtype = str(values.pop("dtype", args.dtype or problem.default_cell.dtype))
     shape = dict(problem.default_cell.shape)
     shape.update({k: int(v) for k, v in values.items()})
-    src = b.load(args.file)
+    source = pipeline.load(args.file)
     require_driver()
     with GpuRunner() as runner:
-        tgt = _target_for_gpu(runner.device_info(), args.target)
-        try:
-            checked = b.check(src, tgt)
-        except DiagnosticError as exc:
-            sys.stderr.write(render_all(exc.diagnostics, src.sources) + "\n")
+        cand = pipeline.Candidate(source, _target_for_gpu(runner.device_info(), args.target))
+        checked = cand.check()
+        if not checked.ok:
+            print_diagnostics([d for d in checked.diagnostics if d.is_error], source.sources, as_json=False)
             return 1
-        m = bench_candidate(checked, problem, tgt, shape, dtype, runner, impl=f"cake:{Path(args.file).stem}",
+        m = bench_candidate(cand, problem, shape, dtype, runner, impl=f"cake:{Path(args.file).stem}",
                             timing=Timing(warmup=args.warmup, reps=args.reps))  # fmt: skip
     if args.json:
-        _print_json(m.to_json())
+        print_json(m)
     else:
         print(f"{m.impl} on {m.gpu} (target {m.target}), {m.shape} {m.dtype}: {m.status}")
         if m.median_ms:
@@ -228,12 +231,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cake_core.lower.export import export_program, write_export
 
-    loaded = _load_checked(args.file, args.target, False)
-    if loaded is None:
+    cand = _verified(args.file, args.target, False)
+    if cand is None:
         return 1
-    _, tgt, checked = loaded
+    tgt = cand.target
     stem = Path(args.file).stem
-    exported = export_program(checked, tgt, _specs(checked, args.shape), stem)
+    exported = export_program(cand.check(), tgt, _specs(cand, args.shape), stem)
     cu, h = write_export(exported, Path(args.output), stem)
     arch = tgt.nvrtc_arch.removeprefix("sm_")
     print(f"wrote {cu} and {h}: {len(exported.functions)} launcher(s): {', '.join(exported.functions)}")
@@ -251,17 +254,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{args.problem}-{args.target}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     )
     record = run(args.problem, args.target, budget=args.budget, agent=args.agent, out=out, resume=args.resume)
+    rows = []
+    for e in record.candidates:
+        regs = max((k.registers or 0 for k in e.compile.kernels.values()), default=0) if e.compile else 0
+        smem = max(e.compile.smem_bytes.values(), default=0) if e.compile else 0
+        ms = e.bench.median_ms if e.bench else None
+        tf = e.bench.tflops if e.bench else None
+        rows.append((e.name, e.status, regs, f"{smem / 1024:.1f}", "-" if ms is None else f"{ms:.3f}",
+                     "-" if tf is None else f"{tf:.1f}", len(e.findings)))  # fmt: skip
     print()
-    print(f"{'candidate':18} {'status':14} {'regs':>5} {'smem KiB':>9} {'ms':>9} {'TFLOP/s':>8}  findings")
-    for c in record["candidates"]:
-        regs = max((k["registers"] or 0 for k in (c["compile"] or {}).get("kernels", {}).values()), default=0)
-        smem = max((c["compile"] or {}).get("smem_bytes", {}).values(), default=0)
-        ms = c["bench"]["median_ms"] if c["bench"] and c["bench"]["median_ms"] else None
-        tf = c["bench"]["tflops"] if c["bench"] and c["bench"]["tflops"] else None
-        print(f"{c['name']:18} {c['status']:14} {regs:5} {smem / 1024:9.1f} {ms or float('nan'):9.3f} "
-              f"{tf or float('nan'):8.1f}  {len(c['findings'])}")  # fmt: skip
+    print_table(None, ["candidate", "status", ">regs", ">smem KiB", ">ms", ">TFLOP/s", ">findings"], rows)
     print(f"\nrecord: {out / 'run.json'}")
-    return 0 if any(c["status"] in ("compiled", "measured") for c in record["candidates"]) else 1
+    return 0 if any(e.status in ("compiled", "measured") for e in record.candidates) else 1
 
 
 def add_commands(sub) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cake_core.convert import unstructure
+
 
 @pytest.fixture(scope="session")
 def gpu_runner() -> Iterator[object]:
@@ -35,7 +37,7 @@ def record() -> Iterator[object]:
     def write(section: str, item: object) -> None:
         if path is None:
             return
-        data = item.to_json() if hasattr(item, "to_json") else dict(item)  # type: ignore[arg-type]
+        data = dict(unstructure(item))
         data["section"] = section
         with path.open("a") as f:
             f.write(json.dumps(data) + "\n")

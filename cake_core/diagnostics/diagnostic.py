@@ -39,29 +39,6 @@ class Diagnostic:
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
 
-    def to_json(self) -> dict:
-        p = self.primary
-        return {
-            "code": self.code,
-            "slug": self.slug,
-            "severity": self.severity.value,
-            "message": self.message,
-            "file": p.file,
-            "line": p.line,
-            "column": p.col,
-            "end_line": p.end_line,
-            "end_column": p.end_col,
-            "label": self.label,
-            "secondary": [
-                {"file": s.loc.file, "line": s.loc.line, "column": s.loc.col,
-                 "end_line": s.loc.end_line, "end_column": s.loc.end_col, "message": s.message}
-                for s in self.secondary
-            ],  # fmt: skip
-            "plugin": self.plugin,
-            "notes": list(self.notes),
-            "help": self.help,
-        }
-
 
 class DiagnosticError(Exception):
     """Raised by the parser and checkers when they cannot go on; carries the diagnostics so far."""

@@ -1,8 +1,7 @@
-"""Human rendering in the manner of rustc, and the JSON form."""
+"""Human rendering of diagnostics in the manner of rustc (their JSON form is a rule of :mod:`cake_core.convert`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
@@ -72,8 +71,4 @@ def render_all(diags: Iterable[Diagnostic], sources: Mapping[str, str]) -> str:
     return "\n\n".join(parts)
 
 
-def to_json(diags: Iterable[Diagnostic]) -> str:
-    return json.dumps([d.to_json() for d in diags], indent=2)
-
-
-__all__ = ["Label", "render", "render_all", "to_json"]
+__all__ = ["Label", "render", "render_all"]

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from cake_core.ir import nodes as n
-from cake_core.ir.serialize import converter
+from cake_core.convert import converter
 from cake_core.ir.types import DTYPE_NAMES
 
 

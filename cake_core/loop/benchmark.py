@@ -1,6 +1,7 @@
 """Stage 3: run a candidate on the GPU with evidence.
 
-For one problem cell: build (lower + NVRTC), run on fresh random inputs with poisoned outputs and
+For one problem cell: the candidate's compiled specialization (built and compiled once, by the
+:class:`~cake_core.pipeline.Candidate`), run on fresh random inputs with poisoned outputs and
 check every output element with the problem's oracle; time it (warm-up, CUDA events, L2 flushed
 between repetitions, median of many) on other fresh inputs and check that run's outputs again;
 check the cubin's SASS for every instruction the schedule claims. Every outcome, failures included,
@@ -19,11 +20,10 @@ import attrs
 
 from cake_core.ir.model import CheckedModule
 from cake_core.ir.types import DTYPE_NAMES
-from cake_core.lower.build import build, sass_claims, spec_for
 from cake_core.lower.program import build_plan
+from cake_core.pipeline import Candidate
 from cake_core.problems.problem import Problem
 from cake_core.runtime.plan import Timing
-from cake_core.target import Target
 
 
 @attrs.frozen
@@ -49,9 +49,6 @@ class Measurement:
     resources: dict[str, Any] | None = None
     hash: str | None = None
     tflops: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
 
 def git_commit(path: str | Path = ".") -> str:
@@ -87,9 +84,8 @@ def program_values(checked: CheckedModule, problem: Problem, shape: Mapping[str,
 
 
 def bench_candidate(
-    checked: CheckedModule,
+    candidate: Candidate,
     problem: Problem,
-    target: Target,
     shape: Mapping[str, int],
     dtype: str,
     runner: Any,
@@ -101,24 +97,35 @@ def bench_candidate(
     timeout_s: float = 120.0,
     commit: str | None = None,
 ) -> Measurement:
-    """Build, check, time and check again one candidate at one cell. Never raises for a failing
-    candidate: a fault, timeout or wrong answer is a record with its status."""
+    """Check, time and check again one well-typed candidate at one cell; the measurement is also kept
+    in ``candidate.measurements``. Never raises for a failing candidate: a compile error, fault,
+    timeout or wrong answer is a record with its status."""
+    base = dict(problem=problem.name, shape=dict(shape), dtype=dtype, target=candidate.target.name, date=today(),
+                commit=commit or git_commit(), impl=impl, run=run)  # fmt: skip
+    m = _measure(candidate, problem, shape, dtype, runner, base, timing, seed, timeout_s)
+    candidate.measurements.append(m)
+    return m
+
+
+def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], dtype: str, runner: Any,
+             base: dict[str, Any], timing: Timing | None, seed: int, timeout_s: float) -> Measurement:  # fmt: skip
+    """:func:`bench_candidate`'s measurement; ``base`` holds the fields that say what was measured."""
+    from cake_core.convert import unstructure
     from cake_core.runtime.nvrtc import CompileError
     from cake_core.runtime.sass import check_claims
 
-    base = dict(problem=problem.name, shape=dict(shape), dtype=dtype, target=target.name, date=today(),
-                commit=commit or git_commit(), impl=impl, run=run)  # fmt: skip
-    values = program_values(checked, problem, shape, dtype)
+    values = program_values(candidate.check(), problem, shape, dtype)
+    spec = candidate.spec(values)
     try:
-        built = build(checked, target, spec_for(checked, values))
+        compiled = candidate.compile(spec)
     except CompileError as exc:
         return Measurement(**base, gpu=None, median_ms=None, samples=[], correct=False, status="compile-error",
                            error=str(exc))  # fmt: skip
-    plan = build_plan(built.lowered, built.cubin, values)
+    lowered = candidate.build(spec)
+    plan = build_plan(lowered, compiled.cubin, values)
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
-    resources = {name: attrs.asdict(r) for name, r in built.compiled.kernels.items()}  # type: ignore[attr-defined]
-    claims = sass_claims(checked)
-    finding = check_claims(built.cubin, claims)
+    resources = unstructure(compiled.kernels)
+    finding = check_claims(compiled.cubin, candidate.sass_claims())
     sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
             "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
             "error": finding.error}  # fmt: skip
@@ -126,7 +133,7 @@ def bench_candidate(
 
     def fail(status: str, error: str | None, gpu: str | None) -> Measurement:
         return Measurement(**base, gpu=gpu, median_ms=None, samples=[], correct=False, status=status, error=error,
-                           oracle=oracle, sass=sass, resources=resources, hash=built.lowered.hash)  # fmt: skip
+                           oracle=oracle, sass=sass, resources=resources, hash=lowered.hash)  # fmt: skip
 
     inputs = problem.make_inputs(shape, dtype, seed)
     first = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
@@ -138,7 +145,7 @@ def bench_candidate(
         return fail("wrong", report.summary(), first.gpu_name)
     if timing is None:
         return Measurement(**base, gpu=first.gpu_name, median_ms=None, samples=[], correct=True, oracle=oracle,
-                           sass=sass, resources=resources, hash=built.lowered.hash)  # fmt: skip
+                           sass=sass, resources=resources, hash=lowered.hash)  # fmt: skip
     inputs = problem.make_inputs(shape, dtype, seed + 1)
     timed = runner.run(plan, inputs, fetch=outputs, timing=timing, timeout_s=timeout_s)
     if not timed.ok:
@@ -150,4 +157,4 @@ def bench_candidate(
     tflops = problem.flops(shape) / (median * 1e-3) / 1e12 if median else None
     return Measurement(**base, gpu=timed.gpu_name, median_ms=median, samples=list(timed.samples_ms),
                        correct=correct, status="ok" if correct else "wrong", oracle=oracle, sass=sass,
-                       resources=resources, hash=built.lowered.hash, tflops=tflops)  # fmt: skip
+                       resources=resources, hash=lowered.hash, tflops=tflops)  # fmt: skip

@@ -23,24 +23,69 @@ from typing import Any
 
 import attrs
 
-from cake_core.diagnostics.diagnostic import DiagnosticError
+from cake_core import pipeline
+from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
+from cake_core.loop.benchmark import Measurement
+
+
+@attrs.frozen
+class Finding:
+    """Where one finding goes (``candidate``, ``verifier``), what it is, and where in the source."""
+
+    route: str
+    what: str
+    where: str | None = None
+
+
+@attrs.frozen
+class KernelResources:
+    """What ptxas reported for one kernel of a compiled candidate (bytes)."""
+
+    registers: int | None
+    spill_stores: int
+    stack: int
+
+
+@attrs.frozen
+class CompileSummary:
+    """The compile of the default cell's specialization: architecture, NVRTC cache, resources."""
+
+    arch: str
+    cache: str
+    kernels: dict[str, KernelResources]
+    smem_bytes: dict[str, int]
 
 
 @attrs.define
-class Candidate:
+class Entry:
+    """One candidate of a run: its record in ``run.json`` and, while the run goes, its pipeline
+    products (``candidate``, never written: a resumed entry has none)."""
+
     name: str
     path: str
     hash: str
-    verify: list[dict] = attrs.field(factory=list)
-    compile: dict[str, Any] | None = None
-    bench: dict[str, Any] | None = None
-    findings: list[dict] = attrs.field(factory=list)
+    verify: list[Diagnostic] = attrs.field(factory=list)
+    compile: CompileSummary | None = None
+    bench: Measurement | None = None
+    findings: list[Finding] = attrs.field(factory=list)
     status: str = "new"  # rejected, compiled, measured, failed-on-gpu
+    candidate: pipeline.Candidate | None = attrs.field(default=None, eq=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+
+@attrs.define
+class RunRecord:
+    """``run.json``: what ran, each stage in a sentence, and every candidate."""
+
+    problem: str
+    target: str
+    started: str
+    cell: dict[str, Any]
+    agent: str
+    stages: dict[str, str] = attrs.field(factory=dict)
+    candidates: list[Entry] = attrs.field(factory=list)
+    finished: str | None = None
 
 
 def seed_schedules(problem: object) -> list[Path]:
@@ -52,14 +97,35 @@ def seed_schedules(problem: object) -> list[Path]:
     return sorted((base / "schedules").glob("*.cake"))
 
 
+def read_record(path: Path) -> RunRecord:
+    """A run's record, as :func:`run` wrote it (a user error when it cannot be read back)."""
+    from cattrs.errors import BaseValidationError
+
+    from cake_core.convert import structure
+
+    try:
+        return structure(json.loads(path.read_text()), RunRecord)  # type: ignore[no-any-return]
+    except (OSError, ValueError, BaseValidationError) as exc:
+        raise CakeUserError(f"cannot resume from {path}: {type(exc).__name__}: {exc}") from None
+
+
+def compile_summary(candidate: pipeline.Candidate, spec: Any) -> CompileSummary:
+    """What ``run.json`` keeps of a compiled specialization."""
+    c = candidate.compiled[spec]
+    return CompileSummary(
+        candidate.target.nvrtc_arch, c.cache_status,
+        {k: KernelResources(r.registers, r.spill_stores, r.stack_frame) for k, r in c.kernels.items()},
+        {lk.function: lk.model.smem_bytes for lk in candidate.lowered[spec].kernels},
+    )  # fmt: skip
+
+
 def run(problem_name: str, target_name: str, *, budget: int | None, agent: str | None, out: Path,
-        resume: bool, log=print) -> dict[str, Any]:  # fmt: skip
+        resume: bool, log=print) -> RunRecord:  # fmt: skip
     from cake_core import plugins
-    from cake_core.lower import build as b
+    from cake_core.convert import unstructure
     from cake_core.loop.benchmark import bench_candidate, program_values
     from cake_core.runtime.device import arch_runs_on, driver_status
     from cake_core.runtime.nvrtc import CompileError
-    from cake_core.verify.runner import verify
 
     reg = plugins.registry()
     problem = reg.get("problems", problem_name)
@@ -68,83 +134,76 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         reg.get("agents", agent)  # an unknown agent is a user error naming the known ones
     out.mkdir(parents=True, exist_ok=True)
     record_path = out / "run.json"
-    previous: dict[str, dict] = {}
+    previous: dict[str, Entry] = {}
     if resume and record_path.exists():
-        try:
-            previous = {c["hash"]: c for c in json.loads(record_path.read_text())["candidates"]}
-        except (ValueError, KeyError) as exc:
-            raise CakeUserError(f"cannot resume from {record_path}: {exc}") from None
+        previous = {e.hash: e for e in read_record(record_path).candidates}
 
-    record: dict[str, Any] = {
-        "problem": problem.name, "target": tgt.name, "started": _dt.datetime.now(_dt.UTC).isoformat(),
-        "cell": {"shape": problem.default_cell.shape, "dtype": problem.default_cell.dtype},
-        "agent": agent or "seed (committed schedules; no search agent registered)", "stages": {}, "candidates": [],
-    }  # fmt: skip
+    record = RunRecord(
+        problem.name, tgt.name, _dt.datetime.now(_dt.UTC).isoformat(),
+        {"shape": problem.default_cell.shape, "dtype": problem.default_cell.dtype},
+        agent or "seed (committed schedules; no search agent registered)",
+    )  # fmt: skip
 
     def save() -> None:
         tmp = record_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record, indent=1))
+        tmp.write_text(json.dumps(unstructure(record), indent=1))
         tmp.replace(record_path)  # never leaves a half-written record behind
 
     # 1. generate
-    pool: dict[str, Candidate] = {}
+    pool: dict[str, Entry] = {}
     for path in seed_schedules(problem):
-        src = b.load(path)
-        h = structural_hash(src.module)
+        cand = pipeline.Candidate.load(path, tgt, reg)
+        h = structural_hash(cand.source.module)
         if h in pool:
             log(f"  {path.name}: same structure as {pool[h].name}, skipped")
             continue
-        pool[h] = Candidate(path.stem, str(path), h)
+        pool[h] = Entry(path.stem, str(path), h, candidate=cand)
         if budget is not None and len(pool) >= budget:
             break
-    record["stages"]["generate"] = f"{len(pool)} distinct candidate(s) from the committed schedules"
-    log(f"1 generate: {record['stages']['generate']}")
+    record.candidates = list(pool.values())
+    record.stages["generate"] = f"{len(pool)} distinct candidate(s) from the committed schedules"
+    log(f"1 generate: {record.stages['generate']}")
 
     # 2. filter
     shape, dtype = problem.default_cell.shape, problem.default_cell.dtype
-    for cand in pool.values():
-        if cand.hash in previous and previous[cand.hash].get("status") == "measured":
-            prior = previous[cand.hash]
-            cand.verify, cand.compile, cand.bench = prior["verify"], prior["compile"], prior["bench"]
-            cand.findings, cand.status = prior["findings"], "measured"
+    for i, entry in enumerate(record.candidates):
+        prior = previous.get(entry.hash)
+        if prior is not None and prior.status == "measured":
+            record.candidates[i] = attrs.evolve(
+                entry, verify=prior.verify, compile=prior.compile, bench=prior.bench, findings=prior.findings,
+                status=prior.status,
+            )  # fmt: skip
             continue
-        src = b.load(cand.path)
-        diags = verify(src.module, tgt)
-        cand.verify = [d.to_json() for d in diags]
-        errors = [d for d in diags if d.is_error]
+        cand = entry.candidate
+        assert cand is not None
+        report = cand.verify()
+        entry.verify = list(report.diagnostics)
+        errors = [d for d in report.diagnostics if d.is_error]
         if errors:
-            cand.status = "rejected"
-            cand.findings = [{"route": "candidate", "what": f"{d.code} {d.message}", "where": str(d.primary)}
-                             for d in errors]  # fmt: skip
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"{d.code} {d.message}", str(d.primary)) for d in errors]
             continue
         try:
-            checked = b.check(src, tgt)
-            values = program_values(checked, problem, shape, dtype)
-            built = b.build(checked, tgt, b.spec_for(checked, values))
-        except (CompileError, DiagnosticError, CakeUserError) as exc:
-            cand.status = "rejected"
-            cand.findings = [{"route": "candidate", "what": f"does not compile for {tgt.name}: {exc}"}]
+            spec = cand.spec(program_values(cand.check(), problem, shape, dtype))
+            compiled = cand.compile(spec)
+        except (CompileError, CakeUserError) as exc:
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"does not compile for {tgt.name}: {exc}")]
             continue
-        c = built.compiled
-        cand.compile = {
-            "arch": tgt.nvrtc_arch, "cache": c.cache_status,
-            "kernels": {k: {"registers": r.registers, "spill_stores": r.spill_stores, "stack": r.stack_frame}
-                        for k, r in c.kernels.items()},
-            "smem_bytes": {lk.function: lk.model.smem_bytes for lk in built.lowered.kernels},
-        }  # fmt: skip
-        for w in c.warnings:
-            cand.findings.append({"route": "candidate", "what": f"compiler: {w.kind}: {w.message}"})
-        cand.status = "compiled"
-    rejected = sum(c.status == "rejected" for c in pool.values())
-    record["stages"]["filter"] = f"{len(pool) - rejected} of {len(pool)} pass the verifier and compile for {tgt.name}"
-    log(f"2 filter: {record['stages']['filter']}")
+        entry.compile = compile_summary(cand, spec)
+        entry.findings += [Finding("candidate", f"compiler: {w.kind}: {w.message}") for w in compiled.warnings]
+        entry.status = "compiled"
+    rejected = sum(e.status == "rejected" for e in record.candidates)
+    total = len(record.candidates)
+    record.stages["filter"] = f"{total - rejected} of {total} pass the verifier and compile for {tgt.name}"
+    log(f"2 filter: {record.stages['filter']}")
     save()
 
     # 3. benchmark
     ok, reason = driver_status()
-    survivors = [c for c in pool.values() if c.status == "compiled"]
+    survivors = [e for e in record.candidates if e.status == "compiled"]
     if not ok:
-        record["stages"]["benchmark"] = (
+        record.stages["benchmark"] = (
             f"skipped: no GPU here ({reason}); candidates are ranked by static checks only, and no cost "
             "model is installed, so there is no ranking by predicted time"
         )
@@ -154,32 +213,32 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         with GpuRunner() as runner:
             info = runner.device_info()
             if not arch_runs_on(tgt.nvrtc_arch, tuple(info.compute_capability)):
-                record["stages"]["benchmark"] = (
+                record.stages["benchmark"] = (
                     f"skipped: this GPU ({info.name}) is not a {tgt.name} ({tgt.nvrtc_arch}); no silent fallback"
                 )
             else:
-                for cand in survivors:
-                    checked = b.check(b.load(cand.path), tgt)
-                    m = bench_candidate(checked, problem, tgt, shape, dtype, runner, impl=f"cake:{cand.name}")
-                    cand.bench = m.to_json()
+                for entry in survivors:
+                    assert entry.candidate is not None
+                    m = bench_candidate(entry.candidate, problem, shape, dtype, runner, impl=f"cake:{entry.name}")
+                    entry.bench = m
                     if m.correct:
-                        cand.status = "measured"
+                        entry.status = "measured"
                     else:
-                        cand.status = "failed-on-gpu"
-                        cand.findings.append({"route": "verifier", "what": f"verified clean but {m.status} on "
-                                              f"{m.gpu}: {m.error}"})  # fmt: skip
+                        entry.status = "failed-on-gpu"
+                        entry.findings.append(
+                            Finding("verifier", f"verified clean but {m.status} on {m.gpu}: {m.error}")
+                        )
                     save()
-                record["stages"]["benchmark"] = f"{len(survivors)} candidate(s) measured on {info.name}"
-    log(f"3 benchmark: {record['stages']['benchmark']}")
+                record.stages["benchmark"] = f"{len(survivors)} candidate(s) measured on {info.name}"
+    log(f"3 benchmark: {record.stages['benchmark']}")
 
     # 4. route
     routed: dict[str, int] = {}
-    for cand in pool.values():
-        for f in cand.findings:
-            routed[f["route"]] = routed.get(f["route"], 0) + 1
-    record["stages"]["route"] = ", ".join(f"{n} to the {k}" for k, n in sorted(routed.items())) or "no findings"
-    log(f"4 route: {record['stages']['route']}")
-    record["candidates"] = [c.to_json() for c in pool.values()]
-    record["finished"] = _dt.datetime.now(_dt.UTC).isoformat()
+    for entry in record.candidates:
+        for f in entry.findings:
+            routed[f.route] = routed.get(f.route, 0) + 1
+    record.stages["route"] = ", ".join(f"{n} to the {k}" for k, n in sorted(routed.items())) or "no findings"
+    log(f"4 route: {record.stages['route']}")
+    record.finished = _dt.datetime.now(_dt.UTC).isoformat()
     save()
     return record

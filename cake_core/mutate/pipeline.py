@@ -57,13 +57,6 @@ class Outcome:
     def typechecks(self) -> bool:
         return self.fate is not Fate.NOT_TYPED
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.mutant.operator, "file": self.file, "kernel": self.mutant.kernel,
-            "line": self.mutant.loc.line, "column": self.mutant.loc.col, "description": self.mutant.description,
-            "fate": self.fate.value, "detail": self.detail, "warnings": list(self.warnings),
-        }  # fmt: skip
-
 
 class Judge:
     """Judges mutants of subjects with one registry (primitives, rules, targets)."""
@@ -91,7 +84,7 @@ class Judge:
         if not typed.ok:
             first = next(d for d in typed.diagnostics if d.is_error)
             return Outcome(mutant, subject.path, Fate.NOT_TYPED, f"{first.code} {first.message}")
-        diags = verify(module, target, self.registry)
+        diags = verify(typed, target, self.registry).diagnostics
         errors = [d for d in diags if d.is_error]
         warnings = tuple(dict.fromkeys(d.code for d in diags if not d.is_error))
         if errors:

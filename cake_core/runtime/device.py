@@ -219,8 +219,3 @@ class DeviceInfo:
         """Whether a cubin compiled for ``arch`` runs on this GPU (see :func:`arch_runs_on`)."""
         return arch_runs_on(arch, self.compute_capability)
 
-    def to_json(self) -> dict[str, object]:
-        d = attrs.asdict(self)
-        d["compute_capability"] = list(self.compute_capability)
-        d["arch"] = self.arch
-        return d

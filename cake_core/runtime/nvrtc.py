@@ -121,25 +121,6 @@ class CompileResult:
         """ptxas ignored a ``setmaxnreg`` (the kernel has no register cap at entry)."""
         return bool(self.findings("setmaxnreg_ignored"))
 
-    def to_json(self) -> dict[str, object]:
-        """Everything but the cubin and PTX, as JSON-ready data (for the ledger and ``--json``)."""
-        return {
-            "name": self.name,
-            "arch": self.arch,
-            "options": list(self.options),
-            "cubin_bytes": len(self.cubin),
-            "cubin_sha256": hashlib.sha256(self.cubin).hexdigest(),
-            "nvrtc_version": list(self.nvrtc_version),
-            "compile_s": self.compile_s,
-            "wall_s": self.wall_s,
-            "cache_status": self.cache_status,
-            "cache_key": self.cache_key,
-            "functions": {n: f.to_json() for n, f in self.functions.items()},
-            "warnings": [w.to_json() for w in self.warnings],
-            "global_bytes": self.global_bytes,
-            "log": self.log,
-        }
-
 
 def _nvrtc():  # noqa: ANN202 - the module object of cuda.bindings.nvrtc
     try:

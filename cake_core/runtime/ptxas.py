@@ -58,11 +58,6 @@ class FunctionResources:
         """Bytes over all reported constant banks (0 where ptxas reported none)."""
         return sum(self.constant.values())
 
-    def to_json(self) -> dict[str, object]:
-        d = attrs.asdict(self)
-        d["constant"] = {str(k): v for k, v in self.constant.items()}
-        return d
-
 
 @attrs.frozen
 class CompileWarning:
@@ -80,9 +75,6 @@ class CompileWarning:
     code: str | None = None
     function: str | None = None
     line: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return attrs.asdict(self)
 
 
 @attrs.frozen

@@ -180,9 +180,6 @@ class SassFinding:
         """Every claim was checked and found."""
         return self.available and not self.missing
 
-    def to_json(self) -> dict[str, object]:
-        return attrs.asdict(self)
-
 
 def _count_claim(claim: str, mnemonics: Counter[str], full: Counter[str]) -> int:
     if "." not in claim:

@@ -93,25 +93,6 @@ class RunResult:
     def driver_version(self) -> int | None:
         return self.device.driver_version if self.device else None
 
-    def to_json(self) -> dict[str, object]:
-        """Everything but the output arrays (their shapes and dtypes instead), JSON-ready."""
-        return {
-            "status": self.status,
-            "plan": self.plan,
-            "error": self.error,
-            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in self.outputs.items()},
-            "samples_ms": list(self.samples_ms),
-            "median_ms": self.median_ms,
-            "timing": attrs.asdict(self.timing) if self.timing else None,
-            "device": self.device.to_json() if self.device else None,
-            "functions": self.functions,
-            "phases_s": self.phases_s,
-            "notes": list(self.notes),
-            "cuda_error": self.cuda_error,
-            "worker_pid": self.worker_pid,
-            "wall_s": self.wall_s,
-        }
-
 
 @attrs.define
 class _Worker:

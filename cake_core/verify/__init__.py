@@ -1,8 +1,8 @@
 """The verifier: runs registered rules over a kernel. No rule lives here.
 
 * :mod:`cake_core.verify.rule` — the :class:`Rule` contract and the :class:`RuleContext` rules see;
-* :mod:`cake_core.verify.runner` — :func:`verify`: type check, every rule over every specialization,
-  findings merged across specializations and sorted;
+* :mod:`cake_core.verify.runner` — :func:`verify`: every rule over every specialization of a checked
+  module, findings merged across specializations and sorted;
 * :mod:`cake_core.verify.domain` — reasoning about run-time sizes (bounds and divisibility over the
   whole shape domain), for rules to use;
 * :mod:`cake_core.verify.facts` — each kernel model's operations with their declared effects and

@@ -1,7 +1,8 @@
-"""Running the verifier: type-check a module for a target, then every registered rule over it.
+"""Running the verifier: every registered rule over a module type-checked for a target.
 
-1. The module is type-checked with the target passed in (``CK`` diagnostics). If any of those is an
-   error, the rules do not run: they assume a well-typed kernel.
+1. The verifier takes the checked module (``cake_core.ir.sema.check_module`` for the same target) and
+   keeps its ``CK`` diagnostics. If any of those is an error, the rules do not run: they assume a
+   well-typed kernel.
 2. Every registered rule runs over every specialization of every kernel. The distribution that
    registered a rule is stamped into each of its diagnostics' ``plugin`` field.
 3. The same finding (code, primary span, message) made under several specializations is reported
@@ -27,7 +28,6 @@ from cake_core.errors import CakeInternalError
 from cake_core.verify.rule import RuleContext, iter_rules
 
 if TYPE_CHECKING:
-    from cake_core.ir import nodes as n
     from cake_core.ir.primitive import Primitive
     from cake_core.ir.model import CheckedModule, Spec
     from cake_core.plugins import Registry
@@ -53,29 +53,16 @@ class Report:
         return sum(d.is_error for d in self.diagnostics)
 
 
-def verify(module: n.Module, target: Target, registry: Registry | None = None) -> list[Diagnostic]:
-    """Type-check ``module`` for ``target`` and run every registered rule; diagnostics sorted by location."""
-    return list(run(module, target, registry).diagnostics)
+def verify(checked: CheckedModule, target: Target, registry: Registry | None = None) -> Report:
+    """Run every registered rule over ``checked``, the module type-checked for ``target``.
 
-
-def verify_source(text: str, file: str, target: Target, registry: Registry | None = None) -> Report:
-    """Parse and verify ``text``; a syntax error is a ``CK001`` diagnostic in the report."""
-    from cake_core.ir.parser import parse
-
-    try:
-        module = parse(text, file)
-    except DiagnosticError as exc:
-        return Report(tuple(sort_diagnostics(exc.diagnostics)), target, (), 0, 0)
-    return run(module, target, registry)
-
-
-def run(module: n.Module, target: Target, registry: Registry | None = None) -> Report:
-    """:func:`verify`, with what it covered."""
+    A module with type errors gets no rule run: its report holds the checker's diagnostics. The
+    report's diagnostics are sorted by location.
+    """
     from cake_core import plugins
-    from cake_core.ir.sema import check_module
 
     reg = registry if registry is not None else plugins.registry()
-    checked = check_module(module, registered_primitives(reg), target, reg.by_name("layouts"))
+    module = checked.module
     nspecs = len(checked.models)
     if not checked.ok:
         return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)
@@ -86,6 +73,21 @@ def run(module: n.Module, target: Target, registry: Registry | None = None) -> R
     return Report(
         tuple(sort_diagnostics(out)), target, tuple(r.name for r, _ in rules), len(module.kernels), nspecs
     )
+
+
+def verify_source(text: str, file: str, target: Target, registry: Registry | None = None) -> Report:
+    """Parse, type-check and verify ``text``: what ``cake verify`` and the expectation corpora run on a
+    file. A syntax error is a ``CK001`` diagnostic in the report."""
+    from cake_core import plugins
+    from cake_core.ir.parser import parse
+    from cake_core.ir.sema import check_module
+
+    reg = registry if registry is not None else plugins.registry()
+    try:
+        module = parse(text, file)
+    except DiagnosticError as exc:
+        return Report(tuple(sort_diagnostics(exc.diagnostics)), target, (), 0, 0)
+    return verify(check_module(module, registered_primitives(reg), target, reg.by_name("layouts")), target, reg)
 
 
 #: what each registry holds, in the forms verification reads, made once per registry: what a registry

@@ -69,20 +69,21 @@ def target_of(text: str) -> str:
 def observe(text: str, file: str, target_name: str, reg: Any, codes: frozenset[str] | None) -> dict[str, Any]:
     """Diagnostics (of the type checker and of the rules ``codes`` names; all when None) and access
     verdicts of one text."""
+    from cake_core.convert import unstructure
     from cake_core.diagnostics.diagnostic import DiagnosticError
     from cake_core.ir.parser import parse
     from cake_core.ir.sema import check_module
     from cake_core.verify.domain import KernelDomain, Status
-    from cake_core.verify.runner import run
+    from cake_core.verify.runner import verify
 
     target = reg.get("targets", target_name)
     try:
         module = parse(text, file)
     except DiagnosticError as exc:
-        return {"diagnostics": [d.to_json() for d in exc.diagnostics], "accesses": [], "digest": ""}
-    report = run(module, target, reg)
-    diags = [d.to_json() for d in report.diagnostics if codes is None or d.code.startswith("CK") or d.code in codes]
+        return {"diagnostics": [unstructure(d) for d in exc.diagnostics], "accesses": [], "digest": ""}
     checked = check_module(module, {p.name: p for p in reg.values("primitives")}, target)
+    report = verify(checked, target, reg)
+    diags = [unstructure(d) for d in report.diagnostics if codes is None or d.code.startswith("CK") or d.code in codes]
     records: list[list[Any]] = []
     if checked.ok:
         for (kernel, spec), model in checked.models.items():

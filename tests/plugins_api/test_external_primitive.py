@@ -29,12 +29,12 @@ from cake_core.ir.printer import print_module
 from cake_core.ir.model import CheckedModule, KernelModel
 from cake_core.ir.sema import check_module
 from cake_core.ir.serialize import from_json, to_json
-from cake_core.lower import build as b
-from cake_core.lower.program import lower_program
+from cake_core import pipeline
+from cake_core.lower.program import lower_program, program_specs
 from cake_core.semantics import run_program
 from cake_core.target import Target
 from cake_core.verify.expectations import check_file
-from cake_core.verify.runner import verify
+from cake_core.verify.runner import verify_source
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
@@ -278,7 +278,7 @@ def test_an_unmasked_tail_faults_in_the_interpreter(primitives: dict) -> None:
 
 def test_it_lowers_to_cuda(primitives: dict, registry: plugins.Registry) -> None:
     h200 = registry.get("targets", "h200")
-    (spec,) = b.all_specs(_check(KERNEL, primitives, h200))
+    (spec,) = program_specs(_check(KERNEL, primitives, h200))
 
     def loop(text: str) -> tuple[str, str]:
         """The strided loop over the 32 x 64 tile by the role's 64 threads, and its body."""
@@ -298,10 +298,10 @@ def test_it_lowers_to_cuda(primitives: dict, registry: plugins.Registry) -> None
 def test_it_compiles_with_nvrtc(primitives: dict, registry: plugins.Registry, target: str) -> None:
     tgt = registry.get("targets", target)
     checked = _check(STAGED, primitives, tgt, file="staged.cake")
-    for spec in b.all_specs(checked):
-        built = b.build(checked, tgt, spec, cache=False)
-        (resources,) = built.compiled.kernels.values()
-        assert built.compiled.arch == tgt.nvrtc_arch and len(built.cubin) > 0
+    for spec in program_specs(checked):
+        compiled = pipeline.compile_program(pipeline.build(checked, tgt, spec), tgt, cache=False)
+        (resources,) = compiled.kernels.values()
+        assert compiled.arch == tgt.nvrtc_arch and len(compiled.cubin) > 0
         assert resources.registers is not None and resources.registers > 0 and resources.spill_stores == 0
 
 
@@ -324,7 +324,7 @@ def test_cr108_flags_an_unmasked_write_past_the_end_of_dst(registry: plugins.Reg
     path = CASES / "invalid_shifted_write.cake"
     text = path.read_text()
     line = next(i for i, s in enumerate(text.splitlines(), 1) if s.lstrip().startswith("scale.rows"))
-    (d,) = verify(parse(text, str(path)), registry.get("targets", "h200"), registry)
+    (d,) = verify_source(text, str(path), registry.get("targets", "h200"), registry).diagnostics
     assert (d.code, d.slug, d.plugin) == ("CR108", "unmasked-out-of-bounds", "cake-rules-core")
     assert (d.primary.line, d.primary.col) == (line, text.splitlines()[line - 1].index("out[") + 1)
     assert d.message.startswith("`scale.rows` writes `out[t * R + 1 : +R, :]` out of bounds when N=64 (at t=0)")
@@ -336,8 +336,8 @@ def test_cr108_accepts_the_write_once_masked(registry: plugins.Registry) -> None
     text = (CASES / "invalid_tail_write_from_shared.cake").read_text()
     fixed = text.replace("factor=0.5  # expect-error[CR108]", "factor=0.5, oob=skip")
     target = registry.get("targets", "example-gpu")
-    assert verify(parse(fixed, "fixed.cake"), target, registry) == []
-    assert [d.code for d in verify(parse(text, "tail.cake"), target, registry)] == ["CR108"]
+    assert verify_source(fixed, "fixed.cake", target, registry).diagnostics == ()
+    assert [d.code for d in verify_source(text, "tail.cake", target, registry).diagnostics] == ["CR108"]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from cake_core.ir.primitive import CORE_TIERS, Access, Kind, Primitive, Signatur
 from cake_core.ir.sema import check_module
 from cake_core.ir.types import DType
 from cake_core.target import Feature, Target, TargetFeature
-from cake_core.verify.runner import verify
+from cake_core.verify.runner import verify_source
 
 DSMEM = Kind("dsmem")
 PEER_COPY = Feature("peer.copy")
@@ -112,9 +112,8 @@ def test_hook_cake_register_features_declares_a_name_the_core_never_heard_of(reg
 
 
 def test_hook_cake_register_features_a_target_lacking_it_is_told(registry: plugins.Registry) -> None:
-    module = parse(KERNEL, "k.cake")
-    lacking = verify(module, registry.get("targets", "example-gpu"), registry)
-    having = verify(module, registry.get("targets", "peer-gpu"), registry)
+    lacking = verify_source(KERNEL, "k.cake", registry.get("targets", "example-gpu"), registry).diagnostics
+    having = verify_source(KERNEL, "k.cake", registry.get("targets", "peer-gpu"), registry).diagnostics
     if "CR101" not in registry.names("rules"):
         pytest.skip("cake-rules-core (CR101) is not installed")
     (missing,) = [d for d in lacking if d.code == "CR101"]

@@ -448,8 +448,8 @@ def test_tma_box_128b_swizzle(runner: GpuRunner, kernels: ModuleType, info: Devi
     "calling process holds none after its imports, the worker's start and device_info, and holds /dev/nvidiactl, "
     "/dev/nvidia0 and /dev/nvidia-uvm right after compile_cuda, which calls no driver API (the files are opened "
     "inside libnvrtc's compile). Workers are spawned, never forked, so they inherit nothing; compiling in the "
-    "worker would keep the parent clean. The test stays to show when that changes.",
-    strict=False,
+    "worker would keep the parent clean. Strict: the day it passes, the suite fails and the mark must go.",
+    strict=True,
 )
 def test_the_calling_process_never_initializes_cuda(tmp_path: Path) -> None:
     """A script that runs a plan through GpuRunner never initializes CUDA in its own process: it opens

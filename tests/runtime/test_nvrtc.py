@@ -8,6 +8,7 @@ from types import ModuleType
 
 import pytest
 
+from cake_core.convert import unstructure
 from cake_core.errors import CakeUserError
 from cake_core.runtime.nvrtc import (
     BASE_OPTIONS,
@@ -132,7 +133,7 @@ def test_bad_arch_and_options_are_user_errors(kernels: ModuleType) -> None:
 
 def test_result_json_has_no_binary(kernels: ModuleType) -> None:
     r = compile_cuda(kernels.VADD, "sm_90")
-    data = r.to_json()
+    data = unstructure(r)
     json.dumps(data)
     assert data["cubin_bytes"] == len(r.cubin)
     assert data["functions"]["vadd"]["registers"] == r.kernel("vadd").registers

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from cake_core.convert import unstructure
 from cake_core.errors import CakeUserError, NoGpuError
 from cake_core.runtime.device import driver_status
 from cake_core.runtime.plan import KernelLaunch, Plan, ScalarArg, TensorArg, TensorSpec, Timing
@@ -46,7 +47,7 @@ def test_round_trip_and_device_info(fake_backend: str) -> None:
         assert set(r.outputs) == {"x", "y"}
         assert r.samples_ms == (1.0, 2.0, 3.0, 4.0, 5.0) and r.median_ms == 3.0
         assert runner.workers_started == 1
-        assert r.to_json()["outputs"]["y"] == {"shape": [16], "dtype": "float32"}
+        assert unstructure(r)["outputs"]["y"] == {"shape": [16], "dtype": "float32"}
 
 
 def test_large_arrays_cross_the_pipe(fake_backend: str) -> None:

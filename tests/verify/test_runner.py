@@ -8,10 +8,9 @@ from collections.abc import Iterator
 import pytest
 from cake_core.diagnostics.diagnostic import Diagnostic, Severity
 from cake_core.errors import CakeInternalError, CakeUserError
-from cake_core.ir.parser import parse
 from cake_core.ir.model import Spec
 from cake_core.verify.rule import Rule, RuleContext
-from cake_core.verify.runner import describe_specs, run, verify, verify_source
+from cake_core.verify.runner import describe_specs, verify_source
 
 KERNEL = """\
 kernel k(x: global f32[N, D], out: global f32[N])
@@ -95,7 +94,7 @@ class Crashes(Rule):
 
 def _run(registry_with, text: str, *rules: Rule, target: str = "h200") -> list[Diagnostic]:
     reg = registry_with(*rules)
-    return verify(parse(text, "t.cake"), reg.get("targets", target), reg)
+    return list(verify_source(text, "t.cake", reg.get("targets", target), reg).diagnostics)
 
 
 # -- the contract --------------------------------------------------------------------------------------
@@ -208,7 +207,7 @@ def test_the_target_reaches_the_type_checker_and_the_rules(registry_with) -> Non
             return iter(())
 
     reg = registry_with(Spy())
-    report = run(parse(KERNEL_OK, "t.cake"), reg.get("targets", "a10"), reg)
+    report = verify_source(KERNEL_OK, "t.cake", reg.get("targets", "a10"), reg)
     assert set(seen) == {"a10"} and len(seen) == 3  # one call per specialization
     assert report.ok and report.rules == ("TS905",) and report.specializations == 3 and report.kernels == 1
 

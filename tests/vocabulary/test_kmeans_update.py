@@ -9,11 +9,10 @@ import pytest
 from cake_core import plugins
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import decode
-from cake_core.ir.parser import parse
 from cake_core.problems.kmeans_update import CHECK_CELLS, DEFAULT_CELL, KMEANS_UPDATE as P
 from cake_core.problems.problem import METHOD_NUMPY, Problem, validate_cell
 from cake_core.semantics import run_program
-from cake_core.verify.runner import verify
+from cake_core.verify.runner import verify_source
 
 SMALL = {"B": 2, "N": 300, "K": 13, "D": 64}
 
@@ -154,7 +153,7 @@ def _run(checked, shape, dtype, seed=3, **kw):
 
 def test_schedule_verifies_clean_on_h200(schedule_text):
     target = plugins.registry().get("targets", "h200")
-    diags = verify(parse(schedule_text("atomic"), "atomic.cake"), target)
+    diags = list(verify_source(schedule_text("atomic"), "atomic.cake", target).diagnostics)
     assert diags == [], [f"{d.code}: {d.message}" for d in diags]
 
 

@@ -9,11 +9,10 @@ import pytest
 from cake_core import plugins
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import decode, encode
-from cake_core.ir.parser import parse
 from cake_core.problems.knn import CHECK_CELLS, DEFAULT_CELL, KNN as P
 from cake_core.problems.problem import Problem, validate_cell
 from cake_core.semantics import run_program
-from cake_core.verify.runner import verify
+from cake_core.verify.runner import verify_source
 
 SMALL = {"B": 2, "M": 30, "N": 50, "D": 64, "K": 4}
 
@@ -116,7 +115,7 @@ def _run(checked, shape, dtype, inputs=None, **kw):
 
 def test_schedule_verifies_clean_on_h200(schedule_text):
     target = plugins.registry().get("targets", "h200")
-    diags = verify(parse(schedule_text("fused_topk"), "fused_topk.cake"), target)
+    diags = list(verify_source(schedule_text("fused_topk"), "fused_topk.cake", target).diagnostics)
     assert diags == [], [f"{d.code}: {d.message}" for d in diags]
 
 

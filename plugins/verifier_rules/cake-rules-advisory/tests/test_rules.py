@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from cake_core import cli, plugins
 from cake_core.diagnostics.diagnostic import Severity
-from cake_core.ir.parser import parse_file
 from cake_core.verify.expectations import check_file, parse_expectations
-from cake_core.verify.runner import run
+from cake_core.pipeline import Candidate
 
 import cake_rules_advisory
 
@@ -83,8 +82,7 @@ def test_verify_exits_0_with_warnings_only(capsys: pytest.CaptureFixture) -> Non
 @pytest.mark.parametrize("target", ["h200", "a100"])
 @pytest.mark.parametrize("name", ["naive.cake", "ampere.cake", "hopper.cake", "hopper_overlap.cake"])
 def test_the_real_schedules_get_no_advice(registry, name: str, target: str) -> None:
-    module, _ = parse_file(SCHEDULES / name)
-    report = run(module, registry.get("targets", target), registry)
+    report = Candidate.load(SCHEDULES / name, registry.get("targets", target), registry).verify()
     assert report.diagnostics == () and set(IDS) <= set(report.rules), report.diagnostics
 
 

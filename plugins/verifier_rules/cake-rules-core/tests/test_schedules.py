@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from cake_core import cli
 from cake_core.ir.parser import parse_file
-from cake_core.verify.runner import run
+from cake_core.pipeline import Candidate
 
 import cake_rules_core
 
@@ -16,8 +16,7 @@ PACK = {cls.name for cls in cake_rules_core.RULES}
 
 
 def _report(registry, name: str, target: str):
-    module, _ = parse_file(SCHEDULES / name)
-    return run(module, registry.get("targets", target), registry)
+    return Candidate.load(SCHEDULES / name, registry.get("targets", target), registry).verify()
 
 
 def _line(name: str, text: str) -> int:
@@ -48,8 +47,7 @@ def test_unpadded_c_sq_is_refused_by_the_tma_stride_rule(pack_registry, tmp_path
     path = tmp_path / "hopper_unpadded.cake"
     path.write_text(text.replace("buffer c_sq: global f32[B, cdiv(K, 4) * 4]", "buffer c_sq: global f32[B, K]")
                     .replace("KP % 4 == 0, ", ""))  # fmt: skip
-    module, _ = parse_file(path)
-    report = run(module, pack_registry.get("targets", "h200"), pack_registry)
+    report = Candidate.load(path, pack_registry.get("targets", "h200"), pack_registry).verify()
     assert [d.code for d in report.diagnostics] == ["CR118"], report.diagnostics
     assert "is not a multiple of 16" in report.diagnostics[0].message
 

@@ -1,0 +1,48 @@
+"""Each step of the pipeline runs once for what it makes: through ``cake run`` and ``cake bench``, one
+parse and one type check per candidate, one lowering per (candidate, specialization)."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+from cake_core import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_assign" / "schedules"
+FILES = sorted(p.name for p in SCHEDULES.glob("*.cake"))
+
+
+def _once_each(steps: dict[str, collections.Counter], files: list[str], spec: str) -> None:
+    assert steps["parse"] == collections.Counter(files)
+    assert steps["check"] == collections.Counter(files)
+    assert steps["build"] == collections.Counter((f, spec) for f in files)
+
+
+def test_cake_run_without_a_gpu(steps, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from cake_core.runtime import device
+
+    monkeypatch.setattr(device, "driver_status", lambda **_: (False, "the CPU path, by the test"))
+    assert cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path)]) == 0
+    _once_each(steps, FILES, "T=bf16,D=128")
+
+
+def test_cake_run_with_a_gpu(steps, fake_gpu, small_cell, tmp_path: Path, capsys) -> None:
+    assert cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path)]) == 1  # all wrong
+    _once_each(steps, FILES, "T=bf16,D=128")
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert {c["status"] for c in record["candidates"]} == {"failed-on-gpu"}
+    assert {c["bench"]["status"] for c in record["candidates"]} == {"wrong"}
+    assert {c["bench"]["gpu"] for c in record["candidates"]} == {"Fake GPU"}
+    assert {c["bench"]["shape"]["N"] for c in record["candidates"]} == {small_cell["N"]}
+
+
+def test_cake_bench(steps, fake_gpu, capsys) -> None:
+    path = SCHEDULES / "ampere.cake"
+    rc = cli.main(["bench", str(path), "--problem", "kmeans-assign", "--shape", "B=2,N=1000,K=100,D=64",
+                   "--target", "h200", "--reps", "2", "--warmup", "1", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["status"] == "wrong" and out["gpu"] == "Fake GPU" and out["impl"] == "cake:ampere"
+    _once_each(steps, ["ampere.cake"], "T=bf16,D=64")
