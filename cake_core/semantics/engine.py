@@ -26,6 +26,13 @@ from cake_core.semantics.clocks import VC, join
 READY, MBAR, CTA, DONE = 0, 1, 2, 3
 
 
+def instance_words(role: str, instance: int, instances: int) -> str:
+    """A role instance as findings name it: ``role `main` `` or ``role `consumers` instance 1``."""
+    if instances > 1:
+        return f"role `{role}` instance {instance}"
+    return f"role `{role}`"
+
+
 @attrs.define(eq=False, slots=True)
 class Transfer:
     """An asynchronous operation in flight.

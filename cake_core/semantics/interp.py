@@ -20,9 +20,10 @@ between CTAs.
 
 **CTA.** Each role instance runs the role's body on logical tiles: ``self`` is the instance index;
 grid variables, runtime sizes, constants, loop variables and ``let`` values are plain integers
-(expressions compiled once, :func:`cake_core.ir.exprs.compile_expr`). Register tiles are per-instance arrays of their declared shape, poisoned at each
-execution of their declaration; shared buffers are per-CTA arrays; global tensors are the host
-arrays. Values are rounded to the element type whenever they are stored.
+(expressions compiled once, :func:`cake_core.ir.exprs.compile_expr`). Register tiles are
+per-instance arrays of their declared shape, poisoned at each execution of their declaration; shared
+buffers are per-CTA arrays; global tensors are the host arrays. Values are rounded to the element
+type whenever they are stored.
 
 **Operations.** An operation's primitive says what it does through its declared effects; the
 interpreter never looks at primitive names. Per execution, in order:
@@ -60,8 +61,9 @@ instance has finished complete at the end of the CTA.
 lowest-numbered instance that can run and lets the machine complete in-flight copies only when no
 instance can. ``policy="random"`` picks, after every operation, whether to keep running the same
 instance or to switch to a random runnable one (or to complete a random in-flight copy), from a
-seeded generator: producers run ahead and consumers lag. When no instance can run and no copy is in flight, the CTA is deadlocked (CS004): the finding names every
-blocked role instance and what it waits on. Races are found by happens-before
+seeded generator: producers run ahead and consumers lag. When no instance can run and no copy is in
+flight, the CTA is deadlocked (CS004): the finding names every blocked role instance and what it
+waits on. Races are found by happens-before
 (:mod:`cake_core.semantics.races`), not by luck of the interleaving: a missing synchronization is
 found under either policy, though what goes wrong after it (wrong values, a deadlock) may differ.
 The threads of one role instance are ordered among themselves only by CTA barriers, so shared data

@@ -21,7 +21,7 @@ from cake_core.ir.location import Loc
 from cake_core.ir.sema import KernelModel, RoleInfo
 from cake_core.semantics import reports
 from cake_core.semantics.barriers import BarState
-from cake_core.semantics.engine import CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer
+from cake_core.semantics.engine import CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer, instance_words
 from cake_core.semantics.findings import Findings, Stop
 from cake_core.semantics.memory import Store
 from cake_core.semantics.races import Actor, RegionTransfer, Tracker
@@ -51,9 +51,7 @@ class InterpInstance(RoleInstance):
 
     @property
     def who(self) -> str:
-        if self.role.instances > 1:
-            return f"role `{self.role.role.name}` instance {self.instance}"
-        return f"role `{self.role.role.name}`"
+        return instance_words(self.role.role.name, self.instance, self.role.instances)
 
     def actor(self, loc: Loc) -> Actor:
         return Actor(self.vc, self.comp, self.sync_clock, self.who, loc)
