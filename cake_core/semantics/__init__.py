@@ -10,9 +10,9 @@ each convertible to a :class:`~cake_core.diagnostics.diagnostic.Diagnostic`.
 
 from cake_core.semantics.codes import SEMANTICS_CODES
 from cake_core.semantics.findings import Finding
-from cake_core.semantics.interp import (
-    DEFAULT_MAX_STEPS, DEFAULT_SMS, POLICIES, ExecContext, InterpResult, run_program,
-)  # fmt: skip
+from cake_core.semantics.interp import DEFAULT_MAX_STEPS, DEFAULT_SMS, InterpResult, run_program
+from cake_core.semantics.operands import ExecContext
+from cake_core.semantics.scheduler import POLICIES
 
 __all__ = [
     "DEFAULT_MAX_STEPS", "DEFAULT_SMS", "POLICIES", "SEMANTICS_CODES", "ExecContext", "Finding", "InterpResult",

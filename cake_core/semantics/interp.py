@@ -126,8 +126,6 @@ DEFAULT_MAX_STEPS = 1_000_000
 #: for a target) nor the caller fixes it: small, so that each CTA loops over several tiles
 DEFAULT_SMS = 2
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_SMS", "POLICIES", "ExecContext", "InterpResult", "run_program"]
-
 
 @attrs.define(eq=False)
 class InterpResult:
@@ -202,7 +200,6 @@ def run_program(
     run = Interpreter(checked, seed, policy, max_steps, switch)
     run.sms = int(sms) if sms is not None else int(sizes.get("SMS", DEFAULT_SMS))
     return run.program(inputs, sizes)
-
 
 
 class Interpreter:

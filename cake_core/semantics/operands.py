@@ -128,6 +128,7 @@ def region(a: InterpInstance, o: Operand, op: n.Op, ev: Eval) -> Region:
             keep.append(True)
     return Region(store, tuple(lo), tuple(size), tuple(keep))
 
+
 def barrier(a: InterpInstance, o: Operand, op: n.Op, ev: Eval, findings: Findings) -> BarState:
     """The barrier (the stage of a ring) operand ``o`` of ``op`` names; a stage outside the ring faults."""
     states = a.cta.barriers[o.name or ""]
