@@ -189,3 +189,22 @@ def test_protocols_are_shared_by_specializations_of_equal_element_sizes(only_tar
     bf16, f16 = checked.models.values()
     assert P.protocol(bf16, checked) is P.protocol(f16, checked)
     assert P.protocol(bf16) is not P.protocol(bf16)  # without a checked module nothing is shared
+    assert list(P.simulated(checked).values()) == [P.protocol(bf16, checked)]  # one simulation, kept
+
+
+def test_simulations_live_as_long_as_their_checked_module(only_targets) -> None:
+    import gc
+    import weakref
+
+    from cake_core import plugins
+    from cake_core.ir.sema import check_module
+
+    reg = plugins.registry()
+    checked = check_module(parse(PIPE, "t.cake"), {p.name: p for p in reg.values("primitives")},
+                           reg.get("targets", "h200"))  # fmt: skip
+    (m,) = checked.models.values()
+    kept = weakref.ref(P.protocol(m, checked))
+    assert P.simulated(checked) is P.simulated(checked) and kept() is not None
+    del checked, m
+    gc.collect()
+    assert kept() is None
