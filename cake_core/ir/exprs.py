@@ -252,6 +252,13 @@ class Compiled:
 
 def try_int(e: n.Expr, env: Mapping[str, Value]) -> int | None:
     """``e``'s integer value if every name in it is bound, else ``None``."""
+    t = type(e)
+    if t is n.Num:  # the common leaves, without raising and catching for a free name
+        v = e.value  # type: ignore[attr-defined]
+        return v if type(v) is int else None
+    if t is n.Name:
+        v = env.get(e.id)  # type: ignore[attr-defined]
+        return v if type(v) is int else None
     try:
         v = evaluate(e, env)
     except EvalError:

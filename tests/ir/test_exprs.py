@@ -77,3 +77,13 @@ def test_compiled_compiles_each_node_once() -> None:
     assert comp(e) is comp(e)
     assert comp(same_value) is not comp(e)  # keyed by identity: each node's errors point at it
     assert comp(None) is None
+
+
+def test_try_int_is_an_integer_value_or_none() -> None:
+    from cake_core.ir.exprs import try_int
+
+    env = {"a": 3, "t": "bf16", "b": True, "f": 1.5}
+    cases = [n.Num(2), n.Num(2.5), n.Name("a"), n.Name("t"), n.Name("b"), n.Name("f"), n.Name("free"),
+             n.Name("inf"), n.Bin("*", n.Name("a"), n.Num(4)), n.Bin("/", n.Name("a"), n.Num(0)),
+             n.Bin("+", n.Name("free"), n.Num(1)), n.Bin("<", n.Name("a"), n.Num(4))]  # fmt: skip
+    assert [try_int(e, env) for e in cases] == [2, None, 3, None, None, None, None, None, 12, None, None, None]
