@@ -81,7 +81,8 @@ class BarState:
             self.completed += 1
             self.arrived = 0
             self.done_vc, self.phase_vc = self.phase_vc, {}
-            self.arrivals = []
+            if self.arrivals:
+                self.arrivals = []
             return True
         return False
 

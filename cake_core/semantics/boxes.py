@@ -11,16 +11,16 @@ Box = tuple[tuple[int, int], ...]
 
 
 def overlaps(a: Box, b: Box) -> bool:
-    """Whether two boxes of one store share an element."""
-    for (a0, a1), (b0, b1) in zip(a, b, strict=True):
+    """Whether two boxes of one store (of one rank) share an element."""
+    for (a0, a1), (b0, b1) in zip(a, b):  # noqa: B905 - asked for every pair of accesses: no length check
         if a0 >= b1 or b0 >= a1:
             return False
     return True
 
 
 def contains(outer: Box, inner: Box) -> bool:
-    """Whether ``inner`` lies inside ``outer``."""
-    for (o0, o1), (i0, i1) in zip(outer, inner, strict=True):
+    """Whether ``inner`` lies inside ``outer`` (boxes of one store)."""
+    for (o0, o1), (i0, i1) in zip(outer, inner):  # noqa: B905 - as in overlaps
         if i0 < o0 or o1 < i1:
             return False
     return True
