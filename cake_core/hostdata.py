@@ -2,13 +2,14 @@
 
 numpy has no bfloat16: bf16 tensors are held as ``uint16`` bit patterns. ``f16`` uses numpy's
 ``float16``. These helpers convert between storage and float32/float64 values for references,
-oracles and the CPU interpreter.
+oracles and the CPU interpreter, and take a caller's array as storage of a parameter.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from cake_core.errors import CakeUserError
 from cake_core.ir.types import DType
 
 _STORAGE = {
@@ -16,6 +17,9 @@ _STORAGE = {
     DType.I32: np.int32, DType.U32: np.uint32, DType.I64: np.int64, DType.I8: np.int8,
     DType.U8: np.uint8, DType.PRED: np.bool_,
 }  # fmt: skip
+#: the element type an array's storage stands for (``uint16``: bf16 bit patterns); booleans are not
+#: taken for predicates
+_ELEMENT = {np.dtype(t): d for d, t in _STORAGE.items() if d is not DType.PRED}
 
 
 def storage_dtype(dtype: DType | str) -> np.dtype:
@@ -63,3 +67,25 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType
     if dtype.is_float:
         return encode(rng.standard_normal(shape, dtype=np.float32), dtype)
     return rng.integers(-1000, 1000, size=shape).astype(storage_dtype(dtype))
+
+
+def element_dtype(storage: np.dtype) -> DType | None:
+    """The element type an array of ``storage`` holds (``uint16``: bf16), or None when none does."""
+    return _ELEMENT.get(np.dtype(storage))
+
+
+def host_array(name: str, arr: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """A copy of the caller's array ``arr`` for parameter ``name`` as storage of ``dtype``: floats are
+    rounded to a float ``dtype``, integers converted to an integer one; another shape or kind of
+    element is a :class:`~cake_core.errors.CakeUserError`."""
+    a = np.asarray(arr)
+    if tuple(a.shape) != shape:
+        raise CakeUserError(f"input `{name}` has shape {list(a.shape)}, the program expects {list(shape)}")
+    want = storage_dtype(dtype)
+    if a.dtype == want:
+        return a.copy()
+    if a.dtype.kind == "f" and dtype.is_float:
+        return encode(a, dtype)
+    if a.dtype.kind in "iu" and not dtype.is_float:
+        return a.astype(want)
+    raise CakeUserError(f"input `{name}` holds {a.dtype}, the program expects `{dtype}` ({want} storage)")

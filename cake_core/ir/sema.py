@@ -99,7 +99,7 @@ class KernelChecker:
         self.diags.append(code.at(loc, message, **kw))
 
     def const(self, e: n.Expr, what: str, loc: Loc | None = None) -> int | None:
-        v = _int_value(e, self.env)
+        v = try_int(e, self.env)
         if v is not None:
             return v
         # not an integer: evaluate again for the reason
@@ -314,7 +314,7 @@ class KernelChecker:
             for dim in dims:
                 size = extents[dim] if type(dim) is int else dim
                 if type(size) is not int:
-                    v = _int_value(size, env)
+                    v = try_int(size, env)
                     if v is not None:
                         size = v
                 shape.append(size)
@@ -325,19 +325,6 @@ class KernelChecker:
             shape_t = (info.stages or 1,) if p.ring else ()
         return Operand(p.expr, p.slot, kind, p.name, dtype, shape_t, p.decl, p.stage, p.index, p.transpose,
                         p.layout)  # fmt: skip
-
-
-def _int_value(e: n.Expr, env: Mapping[str, int | str]) -> int | None:
-    """:func:`try_int`, without raising and catching for the common leaves: a literal, a bound or a
-    free name (run-time sizes such as ``N`` are free in every specialization)."""
-    t = type(e)
-    if t is n.Name:
-        v = env.get(e.id)  # type: ignore[attr-defined]
-        return v if type(v) is int else None
-    if t is n.Num:
-        v = e.value  # type: ignore[attr-defined]
-        return v if type(v) is int else None
-    return try_int(e, env)
 
 
 def check_module(

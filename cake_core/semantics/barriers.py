@@ -7,10 +7,11 @@ re-initializes it (count from the operation's ``count`` attribute, else the decl
 
 * ``arrive`` counts the arrivals the effect declares (once per thread of the role instance, or once
   for the instance);
-* ``expect_tx`` adds transaction bytes to the current phase; ``arrive_expect_tx`` does both;
+* ``expect_tx`` adds transaction bytes to the current phase; ``arrive_expect_tx`` does both, as one
+  action;
 * ``complete_tx`` (an asynchronous copy completing) subtracts its bytes;
-* the phase completes when it has ``count`` arrivals and no outstanding bytes: the phase counter
-  advances and the next phase starts empty;
+* after each action, the phase completes when it has ``count`` arrivals and no outstanding bytes: the
+  phase counter advances and the next phase starts empty;
 * a wait for parity ``P`` passes once the current phase's parity differs from ``P`` — the phase of
   parity ``P`` has completed. Like the hardware, a barrier two phases ahead of the waiter looks the
   same as one that has not moved.
@@ -23,12 +24,17 @@ from __future__ import annotations
 
 import attrs
 
-from cake_core.semantics.races import VC, join
+from cake_core.ir.primitive import BarrierAction
+from cake_core.semantics.clocks import VC, join
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, slots=True)
 class BarState:
-    """One mbarrier (one stage of a ring) of one CTA."""
+    """One mbarrier (one stage of a ring) of one CTA.
+
+    ``arrivals`` names who arrived in the current phase, for the words of a deadlock; arrivals that
+    give no name (the protocol replay's) are counted only.
+    """
 
     name: str
     stage: int | None
@@ -38,7 +44,7 @@ class BarState:
     tx: int = 0  # outstanding transaction bytes of the current phase
     phase_vc: VC = attrs.field(factory=dict)
     done_vc: VC = attrs.field(factory=dict)
-    arrivals: list[str] = attrs.field(factory=list)  # who arrived in the current phase
+    arrivals: list[str] = attrs.field(factory=list)
 
     @property
     def label(self) -> str:
@@ -53,27 +59,32 @@ class BarState:
         """Whether a wait for the phase of ``parity`` passes now."""
         return (self.completed & 1) != (parity & 1)
 
-    def arrive(self, vc: VC, who: str, count: int = 1) -> None:
-        self.arrived += count
-        self.arrivals.append(who if count == 1 else f"{who} x{count}")
-        join(self.phase_vc, vc)
-        self._maybe_complete()
-
-    def expect(self, nbytes: int) -> None:
+    def signal(self, nbytes: int = 0, arrive: VC | None = None, count: int = 1, who: str | None = None) -> bool:
+        """One barrier action: expect ``nbytes`` transaction bytes and, when ``arrive`` (the arriving
+        clock) is given, ``count`` arrivals (by ``who``). Whether a phase completed."""
         self.tx += nbytes
-        self._maybe_complete()
+        if arrive is not None:
+            self.arrived += count
+            if who is not None:
+                self.arrivals.append(who if count == 1 else f"{who} x{count}")
+            join(self.phase_vc, arrive)
+        return self._maybe_complete()
 
-    def complete_tx(self, nbytes: int, vc: VC) -> None:
+    def complete_tx(self, nbytes: int, vc: VC) -> bool:
+        """A copy delivers ``nbytes``; whether a phase completed."""
         self.tx -= nbytes
         join(self.phase_vc, vc)
-        self._maybe_complete()
+        return self._maybe_complete()
 
-    def _maybe_complete(self) -> None:
+    def _maybe_complete(self) -> bool:
         if self.arrived >= self.count and self.tx == 0:
             self.completed += 1
             self.arrived = 0
             self.done_vc, self.phase_vc = self.phase_vc, {}
-            self.arrivals = []
+            if self.arrivals:
+                self.arrivals = []
+            return True
+        return False
 
     def state_text(self) -> str:
         arrivals = f"{self.arrived} of {self.count} arrivals"
@@ -83,3 +94,8 @@ class BarState:
             f"{self.completed} phase(s) completed; the current one has {arrivals}, "
             f"{self.tx} transaction bytes outstanding"
         )
+
+
+#: the actions that add expected transaction bytes, and those that arrive
+EXPECTS = (BarrierAction.EXPECT_TX, BarrierAction.ARRIVE_EXPECT_TX)
+ARRIVES = (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX)

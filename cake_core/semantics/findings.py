@@ -5,9 +5,12 @@ alone, the location of the operation (or statement) that did it, labelled second
 other side of a race, each blocked role of a deadlock), and where in the run it happened: the
 launch's kernel, the CTA's grid coordinates and the role instance. The same finding made again
 (another CTA, another loop iteration) is folded into the first one: ``count`` says how often.
+:class:`Findings` collects them for one run; a fatal one ends the run as :class:`Stop`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 
@@ -29,7 +32,7 @@ class Finding:
     help: str | None = None
     kernel: str | None = None  # the launched kernel
     cta: tuple[tuple[str, int], ...] = ()  # grid variable -> coordinate of the CTA
-    agent: str | None = None  # "role `main`" or "role `consumers` instance 1"
+    instance: str | None = None  # the role instance: "role `main`" or "role `consumers` instance 1"
     fatal: bool = False  # the finding stopped the run (a fault, a deadlock, the step bound)
     count: int = 1  # how many times the same finding was made
 
@@ -50,8 +53,8 @@ class Finding:
             parts.append(f"kernel `{self.kernel}`")
         if self.cta:
             parts.append("CTA (" + ", ".join(f"{k}={v}" for k, v in self.cta) + ")")
-        if self.agent:
-            parts.append(self.agent)
+        if self.instance:
+            parts.append(self.instance)
         return ", ".join(parts)
 
     def key(self) -> tuple:
@@ -70,3 +73,36 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.code.code} {self.loc}: {self.message}"
+
+
+class Stop(Exception):
+    """A fatal finding: the run ends."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+class Findings:
+    """What one run found, each finding once, and where the run is: the launched kernel and the CTA."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple, Finding] = {}
+        self.kernel: str | None = None
+        self.coords: tuple[tuple[str, int], ...] = ()
+
+    def make(self, code: Code, loc: Loc, message: str, who: str | None = None, **kw: Any) -> Finding:
+        """A finding here, by the role instance ``who`` (None: by no instance)."""
+        return Finding(code, message, loc, kernel=self.kernel, cta=self.coords, instance=who, **kw)
+
+    def stop(self, code: Code, loc: Loc, message: str, who: str | None = None, **kw: Any) -> Stop:
+        """A fatal finding here, to raise."""
+        return Stop(self.make(code, loc, message, who, fatal=True, **kw))
+
+    def report(self, f: Finding) -> None:
+        """Keeps ``f``, or counts it again when the same finding was made before."""
+        key = f.key()
+        if key in self.found:
+            self.found[key].count += 1
+        else:
+            self.found[key] = f

@@ -25,8 +25,7 @@ import numpy as np
 from cake_core.hostdata import encode, storage_dtype
 from cake_core.ir.primitive import Kind
 from cake_core.ir.types import DType
-
-Box = tuple[tuple[int, int], ...]
+from cake_core.semantics.boxes import Box, overlaps
 
 
 def value_dtype(dtype: DType) -> np.dtype:
@@ -250,10 +249,3 @@ def region_text(store: Store, box: Box) -> str:
         return f"`{store.name}` stage {stage}" + ("" if full else f" [{idx}]")
     return f"`{store.name}`" if full else f"`{store.name}[{idx}]`"
 
-
-def overlaps(a: Box, b: Box) -> bool:
-    return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(a, b, strict=True))
-
-
-def contains(outer: Box, inner: Box) -> bool:
-    return all(o0 <= i0 and i1 <= o1 for (o0, o1), (i0, i1) in zip(outer, inner, strict=True))

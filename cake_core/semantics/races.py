@@ -1,10 +1,10 @@
 """Happens-before race detection inside one CTA, with vector clocks.
 
-Every role instance (an *agent*) and every asynchronous copy (a *transfer*) is a component of the
-CTA's vector clocks. An agent ticks its own component once per
-operation; synchronization joins clocks:
+Every role instance and every asynchronous copy (a *transfer*) is a component of the CTA's vector
+clocks (:mod:`cake_core.semantics.clocks`). An instance ticks its own component once per operation;
+synchronization joins clocks:
 
-* a CTA barrier joins every agent's clock into every agent's clock;
+* a CTA barrier joins every instance's clock into every instance's clock;
 * an mbarrier arrival (and a copy's completion, ``complete_tx``) joins the arriving clock into the
   barrier's current phase; a wait that sees the phase complete joins the phase's clock into the waiter;
 * a copy of an asynchronous group completes at its issuer's group wait, in the issuer's program order,
@@ -38,25 +38,15 @@ other components' atomics need not be ordered with, replaces only its own compon
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from cake_core.location import Loc
-from cake_core.semantics.memory import Box, Region, Store, contains, overlaps
-
-if TYPE_CHECKING:
-    from cake_core.semantics.barriers import BarState
-
-VC = dict[int, int]
-
-
-def join(into: VC, other: VC) -> None:
-    """``into = max(into, other)`` per component."""
-    for k, v in other.items():
-        if into.get(k, 0) < v:
-            into[k] = v
+from cake_core.semantics.boxes import Box, contains, meet, overlaps
+from cake_core.semantics.clocks import VC
+from cake_core.semantics.engine import Transfer
+from cake_core.semantics.memory import Region, Store
 
 
 @attrs.define(eq=False, slots=True)
@@ -74,7 +64,7 @@ class Record:
 
 @attrs.define(eq=False, slots=True)
 class Actor:
-    """Who accesses: an agent at one operation, or a transfer at its issue."""
+    """Who accesses: a role instance at one operation, or a transfer at its issue."""
 
     vc: VC
     comp: int
@@ -88,30 +78,20 @@ class Actor:
         return self.vc.get(rec.comp, 0) >= rec.clock
 
 
-@attrs.define(eq=False)
-class Transfer:
-    """An asynchronous operation in flight: its writes (values captured at issue) and reads.
+@attrs.define(eq=False, slots=True)
+class RegionTransfer(Transfer):
+    """A :class:`~cake_core.semantics.engine.Transfer` of the interpreter: its writes and reads are
+    regions, the values it writes captured at issue.
 
-    ``group``: the asynchronous group it joined (it completes at the issuer's group wait), else None:
-    it completes whenever the machine gets to it. A transfer that signals barriers (``tx_barriers``:
-    each barrier with the bytes it completes there) is always the machine's to complete, in a group
-    or not, so that a barrier other roles wait on can move. ``nbytes``: the bytes of its writes.
+    ``nbytes``: the bytes of its writes. ``sync_clock``: its issuer's clock at its last CTA barrier.
     """
 
-    comp: int
-    issuer: Any  # the interpreter's agent that issued it
-    op_name: str
-    loc: Loc
-    who: str
-    vc: VC
-    sync_clock: int
-    group: str | None
-    writes: list[Region] = attrs.field(factory=list)
-    values: dict[int, np.ndarray] = attrs.field(factory=dict)  # id(region) -> storage part written
-    reads: list[Region] = attrs.field(factory=list)
-    tx_barriers: list[tuple[BarState, int]] = attrs.field(factory=list)
-    nbytes: int = 0
-    done: bool = False
+    op_name: str = attrs.field(kw_only=True)
+    loc: Loc = attrs.field(kw_only=True)
+    who: str = attrs.field(kw_only=True)
+    sync_clock: int = attrs.field(kw_only=True)
+    values: dict[int, np.ndarray] = attrs.field(factory=dict, kw_only=True)  # id(region) -> storage part
+    nbytes: int = attrs.field(default=0, kw_only=True)
 
 
 @attrs.define(eq=False)
@@ -129,19 +109,19 @@ class Conflict:
     box: Box  # the overlap
     access: str  # "read" or "write"
     other: Record | None = None
-    transfer: Transfer | None = None
+    transfer: RegionTransfer | None = None
 
 
 class Tracker:
     """Access records and copies in flight of one CTA."""
 
-    def __init__(self) -> None:
+    def __init__(self, inflight: list[Transfer]) -> None:
         self.records: dict[int, _Records] = {}
-        self.inflight: list[Transfer] = []
+        self.inflight = inflight  # the CTA's transfers in flight, all of them RegionTransfers
 
     # -- checks -------------------------------------------------------------------------------------
 
-    def check(self, actor: Actor, region: Region, access: str, own: Transfer | None = None,
+    def check(self, actor: Actor, region: Region, access: str, own: RegionTransfer | None = None,
               chained: bool = False, atomic: bool = False) -> Iterator[Conflict]:  # fmt: skip
         """Conflicts of ``actor`` reading or writing ``region``.
 
@@ -158,11 +138,11 @@ class Tracker:
                 continue
             for w in t.writes:
                 if w.store is store and not w.empty and overlaps(w.box, box):
-                    yield Conflict("pending-write", store, _meet(w.box, box), access, transfer=t)
+                    yield Conflict("pending-write", store, meet(w.box, box), access, transfer=t)
             if access == "write":
                 for r in t.reads:
                     if r.store is store and not r.empty and overlaps(r.box, box):
-                        yield Conflict("pending-read", store, _meet(r.box, box), access, transfer=t)
+                        yield Conflict("pending-read", store, meet(r.box, box), access, transfer=t)
         if not store.tracked:
             return
         recs = self.records.get(id(store))
@@ -173,29 +153,29 @@ class Tracker:
                 continue
             if overlaps(w.box, box) and not actor.ordered_after(w):
                 if access == "read":
-                    yield Conflict("raw", store, _meet(w.box, box), access, other=w)
+                    yield Conflict("raw", store, meet(w.box, box), access, other=w)
                 elif w.comp != actor.comp:
-                    yield Conflict("waw", store, _meet(w.box, box), access, other=w)
+                    yield Conflict("waw", store, meet(w.box, box), access, other=w)
         if access == "write":
             for r in recs.reads:
                 if atomic and r.atomic:
                     continue
                 if overlaps(r.box, box) and not actor.ordered_after(r):
-                    yield Conflict("war", store, _meet(r.box, box), access, other=r)
+                    yield Conflict("war", store, meet(r.box, box), access, other=r)
 
     @staticmethod
     def same_unit(a: Transfer, b: Transfer) -> bool:
         """Whether two transfers belong to one issuer's asynchronous group (processed in issue order)."""
-        return a.group is not None and a.group == b.group and a.issuer is b.issuer
+        return a.group is not None and a.group == b.group and a.issuer == b.issuer
 
-    def chain(self, own: Transfer, region: Region) -> list[tuple[Region, np.ndarray]]:
+    def chain(self, own: RegionTransfer, region: Region) -> list[tuple[Region, np.ndarray]]:
         """Writes of in-flight transfers of ``own``'s unit that ``region`` overlaps, oldest first."""
         out = []
         for t in self.inflight:
             if t is own or t.done or not self.same_unit(own, t):
                 continue
             for w in t.writes:
-                part = t.values.get(id(w))
+                part = t.values.get(id(w))  # type: ignore[attr-defined]
                 if part is not None and w.store is region.store and not w.empty and overlaps(w.box, region.box):
                     out.append((w, part))
         return out
@@ -229,6 +209,3 @@ class Tracker:
             recs.reads = [r for r in recs.reads if not (r.comp == comp and contains(box, r.box))]
             recs.reads.append(rec)
 
-
-def _meet(a: Box, b: Box) -> Box:
-    return tuple((max(a0, b0), min(a1, b1)) for (a0, a1), (b0, b1) in zip(a, b, strict=True))

@@ -1,17 +1,17 @@
-"""The protocol simulator rules read (`cake_core.verify.protocol`) and the per-kernel facts they share
-(`cake_core.verify.facts`): expressions, size samples, traces, and the replay's hazards and deadlocks."""
+"""The protocol simulator rules read (`cake_core.verify.protocol`, `samples`, `traces`, `replay`) and the
+per-kernel facts they share (`cake_core.verify.facts`): size samples, traces, and the replay's hazards
+and deadlocks."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
-from cake_core.ir import nodes as n
-from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.exprs import Compiled
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import BarrierAction
 from cake_core.primitives.hopper import FenceProxyAsync, TmaLoad
 from cake_core.verify import protocol as P
+from cake_core.verify import samples, traces
+from cake_core.verify.replay import Replay
 from cake_core.verify.facts import facts, is_proxy_fence, is_warpgroup_wide
 
 from .conftest import models
@@ -54,37 +54,6 @@ def _model(text: str = PIPE):
     return m
 
 
-# -- expressions --------------------------------------------------------------------------------------
-
-
-def _exprs() -> list[n.Expr]:
-    a, b, c = n.Name("a"), n.Name("b"), n.Num(3)
-    out: list[n.Expr] = [n.Call("cdiv", (a, c)), n.Call("min", (a, b)), n.Call("max", (b, c)), n.Unary("-", a),
-                         n.Unary("not", n.Bin("<", a, b)), n.Name("inf")]  # fmt: skip
-    for op in ("+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "and", "or"):
-        out.append(n.Bin(op, n.Bin("+", a, c), b))
-    return out
-
-
-@pytest.mark.parametrize("e", _exprs(), ids=lambda e: type(e).__name__ + getattr(e, "op", getattr(e, "fn", "")))
-def test_compiled_expressions_agree_with_the_evaluator(e: n.Expr) -> None:
-    fn = P.compile_expr(e)
-    for a, b in itertools.product(range(-4, 5), repeat=2):
-        env = {"a": a, "b": b}
-        try:
-            want = evaluate(e, env)
-        except EvalError:
-            with pytest.raises((ZeroDivisionError, KeyError)):
-                fn(env)
-            continue
-        assert fn(env) == want, (a, b)
-
-
-def test_a_free_name_raises_when_called() -> None:
-    with pytest.raises(KeyError):
-        P.compile_expr(n.Bin("+", n.Name("a"), n.Num(1)))({})
-
-
 # -- facts --------------------------------------------------------------------------------------------
 
 
@@ -117,7 +86,7 @@ def test_a_proxy_fence_is_a_trait_not_a_name() -> None:
 
 def test_sizes_grow_by_the_constants_the_kernel_divides_them_by(only_targets) -> None:
     m = _model()
-    sizes = P._sizes(m)
+    sizes = samples.sizes(m)
     assert sizes is not None and sizes.small == (("K", 1), ("N", 64))
     assert sizes.at(4).sizes == (("K", 256), ("N", 256))  # cdiv(K, BN): 4 x 64; N / 64: 4 x 64
 
@@ -128,7 +97,7 @@ def test_persistent_kernels_are_simulated_with_two_multiprocessors(only_targets)
     m = _model(text)
     assert m.env["SMS"] == 132
     p = P.protocol(m)
-    assert {r.sample.sms for r in p.runs} == {P.SIM_SMS}
+    assert {r.sample.sms for r in p.runs} == {samples.SIM_SMS}
     assert "persistent loops" in (p.runs[0].sample.note or "")
 
 
@@ -143,20 +112,20 @@ def test_traces_follow_each_instance_through_its_loops(only_targets) -> None:
     assert waits == [(0, 1, "kt=0"), (1, 1, "kt=1"), (0, 0, "kt=2"), (1, 0, "kt=3")]  # stage, parity
     copies = [s.completes[0][:3] for s in producer if s.completes]
     assert copies[0] == ("xfull", 0, 64 * 64 * 2) and copies[1:] == [("full", k % 2, 64 * 64 * 2) for k in range(4)]
-    assert P._covered(wide) and not P._covered(small)
+    assert traces.covered(wide) and not traces.covered(small)
 
 
 def test_a_sample_over_the_budget_is_skipped(only_targets, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(P, "MAX_STEPS", 5)
     m = _model()
-    run = P._simulate(m, P.Sample((("K", 1000), ("N", 64))), _programs(m), P.MAX_STEPS)
+    run = traces.simulate(m, samples.Sample((("K", 1000), ("N", 64))), _programs(m), P.MAX_STEPS)
     assert run.skipped == "more than 5 operations" and run.traces == []
 
 
 def _programs(m):
-    comp = P._Compiler()
-    plans = {id(of.typed.op): P._plan(of, m, comp) for of in facts(m).ops}
-    return {info.role.name: P._program(info.role.body, plans, comp) for info in m.roles}
+    comp = Compiled()
+    plans = {id(of.typed.op): traces.plan(of, m, comp) for of in facts(m).ops}
+    return {info.role.name: traces.program(info.role.body, plans, comp) for info in m.roles}
 
 
 # -- the replay ---------------------------------------------------------------------------------------
@@ -200,7 +169,7 @@ def test_a_producer_waiting_for_phase_0_of_an_empty_slot_deadlocks(only_targets)
 def test_asynchronous_copies_of_one_lane_share_a_clock_component(only_targets) -> None:
     m = _model()
     run = P.protocol(m).runs[1]
-    replay = P._Replay(m, run)
+    replay = Replay(m, run.traces)
     replay.run()
     # the producer's copies on xfull, full[0], full[1] and the consumer's wgmma group: four lanes
     assert len(replay.lanes) == 4 and replay.next_comp == 2 + 4
@@ -220,3 +189,22 @@ def test_protocols_are_shared_by_specializations_of_equal_element_sizes(only_tar
     bf16, f16 = checked.models.values()
     assert P.protocol(bf16, checked) is P.protocol(f16, checked)
     assert P.protocol(bf16) is not P.protocol(bf16)  # without a checked module nothing is shared
+    assert list(P.simulated(checked).values()) == [P.protocol(bf16, checked)]  # one simulation, kept
+
+
+def test_simulations_live_as_long_as_their_checked_module(only_targets) -> None:
+    import gc
+    import weakref
+
+    from cake_core import plugins
+    from cake_core.ir.sema import check_module
+
+    reg = plugins.registry()
+    checked = check_module(parse(PIPE, "t.cake"), {p.name: p for p in reg.values("primitives")},
+                           reg.get("targets", "h200"))  # fmt: skip
+    (m,) = checked.models.values()
+    kept = weakref.ref(P.protocol(m, checked))
+    assert P.simulated(checked) is P.simulated(checked) and kept() is not None
+    del checked, m
+    gc.collect()
+    assert kept() is None

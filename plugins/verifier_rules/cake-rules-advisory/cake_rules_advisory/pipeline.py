@@ -7,12 +7,13 @@ from typing import Any
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 from cake_core.ir import nodes as n
+from cake_core.ir.exprs import EvalError, Fn
 from cake_core.ir.primitive import Access
 from cake_core.ir.model import KernelModel
 from cake_core.verify.facts import facts
-from cake_core.verify.protocol import Fn, compiler
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.symbolic import ShapeDomain
+from cake_core.verify.traces import compiler
 
 BIG = 1 << 20  # a run-time size without an upper bound, for telling bounded loops from growing ones
 
@@ -72,7 +73,7 @@ def fills_per_cta(model: KernelModel, sites: Sequence[set[int]], sizes: Mapping[
     def value(fn: Fn, env: dict[str, Any]) -> Any:
         try:
             return fn(env)
-        except (KeyError, TypeError, ZeroDivisionError):  # a free name, a division by zero
+        except (EvalError, KeyError, TypeError):  # a free name, a division by zero, an unknown operator
             raise _Unknown from None
 
     def block(prog: _Program, env: dict[str, Any]) -> list[int]:

@@ -40,8 +40,10 @@ from cake_core.ir.primitive import Access, BarrierAction
 from cake_core.ir.model import KernelModel
 from cake_core.ir.printer import expr as text
 from cake_core.verify.facts import is_proxy_fence
-from cake_core.verify.protocol import Conflict, Protocol, SampleRun, Step, protocol
+from cake_core.verify.protocol import Protocol, protocol
+from cake_core.verify.replay import Conflict
 from cake_core.verify.rule import Rule, RuleContext
+from cake_core.verify.traces import SampleRun, Step
 
 PROTOCOL_RULES = ("CR111", "CR112", "CR113", "CR114", "CR115", "CR116", "CR117")
 

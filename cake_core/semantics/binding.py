@@ -1,0 +1,81 @@
+"""A program's sizes and element types for one run of the interpreter.
+
+The sizes and type variables of a run come from the caller, then from the shapes and storage types of
+the arrays it passes (:mod:`cake_core.hostdata`); the program's and each kernel's domain must hold,
+and every parameter's element type and shape must be known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from cake_core.errors import CakeUserError
+from cake_core.hostdata import element_dtype
+from cake_core.ir import nodes as n
+from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.types import DTYPE_NAMES, DType
+
+
+def program_env(
+    prog: n.Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int | str]
+) -> dict[str, int | str]:
+    """The program's sizes and type variables: ``sizes``, then what the input arrays' shapes and storage
+    types tell; the program's domain must hold."""
+    env: dict[str, int | str] = {}
+    for k, v in sizes.items():
+        env[k] = v if isinstance(v, str) else int(v)
+    for p in prog.params:
+        if p.name not in inputs or p.tier != "global":
+            continue
+        arr = np.asarray(inputs[p.name])
+        stored = element_dtype(arr.dtype)
+        if p.dtype not in DTYPE_NAMES and p.dtype not in env and stored is not None:
+            env[p.dtype] = stored.value
+        if arr.ndim == len(p.shape):
+            for e, actual in zip(p.shape, arr.shape, strict=True):
+                if isinstance(e, n.Name) and e.id not in env:
+                    env[e.id] = int(actual)
+    check_domain(prog.domain, env, f"program `{prog.name}`")
+    return env
+
+
+def check_domain(domain: tuple[n.Constraint, ...], env: Mapping[str, Any], what: str) -> None:
+    """Every constraint of ``domain`` holds at ``env``, else a :class:`~cake_core.errors.CakeUserError`."""
+    for c in domain:
+        if c.var not in env:
+            raise CakeUserError(f"{what} needs the size `{c.var}`")
+        v = env[c.var]
+        if c.op == "in":
+            allowed = [x.id if isinstance(x, n.Name) else evaluate(x, env) for x in c.values]
+            if v not in allowed:
+                raise CakeUserError(f"{what}: `{c.var}` = {v} is outside its domain {{{', '.join(map(str, allowed))}}}")
+        elif c.op in (">=", "<="):
+            bound = evaluate(c.values[0], env)
+            if (v < bound) if c.op == ">=" else (v > bound):  # type: ignore[operator]
+                raise CakeUserError(f"{what}: `{c.var}` = {v} violates `{c.var} {c.op} {bound}`")
+        elif c.op == "%":
+            m = evaluate(c.values[0], env)
+            if m and v % m:  # type: ignore[operator]
+                raise CakeUserError(f"{what}: `{c.var}` = {v} is not a multiple of {m}")
+
+
+def element_type(name: str, env: Mapping[str, Any], what: str) -> DType:
+    """The element type ``name`` (a type variable resolved by ``env``) of ``what``."""
+    resolved = env.get(name, name) if name not in DTYPE_NAMES else name
+    if resolved not in DTYPE_NAMES:
+        raise CakeUserError(f"the element type `{name}` of `{what}` is not given (pass it in `sizes`)")
+    return DType(resolved)
+
+
+def shape_of(shape: tuple[n.Expr, ...], env: Mapping[str, Any], what: str) -> tuple[int, ...]:
+    """The declared ``shape`` of ``what`` at ``env``."""
+    out = []
+    for e in shape:
+        try:
+            out.append(int(evaluate(e, env)))
+        except EvalError as exc:
+            raise CakeUserError(f"the shape of `{what}` needs {exc}") from None
+    return tuple(out)

@@ -1,0 +1,140 @@
+"""The interpreter's role instances of one CTA, and the order they run in.
+
+Each role instance runs its body as a generator that yields after every operation (and while it is
+blocked). ``policy="sequential"`` always runs the lowest-numbered instance that can run and lets the
+machine complete in-flight copies only when no instance can. ``policy="random"`` picks, after every
+operation, whether to keep running the same instance or to switch to a random runnable one (or to
+complete a random in-flight copy), from a seeded generator. When no instance can run and no copy is
+in flight, the CTA is deadlocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import numpy as np
+
+from cake_core.ir import nodes as n
+from cake_core.location import Loc
+from cake_core.ir.model import KernelModel, RoleInfo
+from cake_core.semantics import reports
+from cake_core.semantics.barriers import BarState
+from cake_core.semantics.engine import CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer, instance_words
+from cake_core.semantics.findings import Findings, Stop
+from cake_core.semantics.memory import Store
+from cake_core.semantics.races import Actor, RegionTransfer, Tracker
+
+POLICIES = ("random", "sequential")
+
+
+@attrs.define(eq=False, slots=True)
+class InterpInstance(RoleInstance):
+    """One role instance of one CTA in the interpreter: its environment, register tiles and body.
+
+    ``sync_clock``: its clock at its last CTA barrier. ``wait``: the barrier phase it is blocked on
+    (barrier, parity, operation); ``blocked_op``: the CTA barrier it waits at. ``waits`` counts its
+    passed waits per barrier stage (the derived parity).
+    """
+
+    role: RoleInfo = attrs.field(kw_only=True)
+    instance: int = attrs.field(kw_only=True)
+    env: dict[str, Any] = attrs.field(kw_only=True)
+    cta: InterpCta = attrs.field(kw_only=True)
+    regs: dict[str, Store] = attrs.field(factory=dict, kw_only=True)
+    sync_clock: int = attrs.field(default=0, kw_only=True)
+    wait: tuple[BarState, int, n.Op] | None = attrs.field(default=None, kw_only=True)
+    blocked_op: n.Op | None = attrs.field(default=None, kw_only=True)
+    waits: dict[tuple[str, int | None], int] = attrs.field(factory=dict, kw_only=True)
+    gen: Iterator[Any] | None = attrs.field(default=None, kw_only=True)
+
+    @property
+    def who(self) -> str:
+        return instance_words(self.role.role.name, self.instance, self.role.instances)
+
+    def actor(self, loc: Loc) -> Actor:
+        return Actor(self.vc, self.comp, self.sync_clock, self.who, loc)
+
+    def passed_cta_barrier(self) -> None:
+        self.sync_clock = self.tick()
+        self.blocked_op = None
+
+
+class InterpCta(Cta):
+    """One CTA of a launch: its stores, barriers, instances and race tracker."""
+
+    def __init__(self, model: KernelModel, coords: tuple[tuple[str, int], ...], globals_: dict[str, Store],
+                 shared: dict[str, Store], barriers: dict[str, list[BarState]]) -> None:  # fmt: skip
+        super().__init__()
+        self.model, self.coords, self.globals, self.shared, self.barriers = model, coords, globals_, shared, barriers
+        self.tracker = Tracker(self.inflight)
+        self.instances: list[InterpInstance] = []
+        self.next_comp = 0
+
+    def new_comp(self) -> int:
+        self.next_comp += 1
+        return self.next_comp - 1
+
+    def landed(self, tr: Transfer, comp: int, clock: int) -> None:
+        """The transfer's writes apply; its accesses are recorded at ``(comp, clock)``."""
+        assert isinstance(tr, RegionTransfer)
+        for region in tr.writes:
+            part = tr.values.get(id(region))
+            if part is not None:
+                region.apply(part)
+            self.tracker.record(region, "write", comp, clock, tr.loc, tr.who, tr.op_name)
+        for region in tr.reads:
+            self.tracker.record(region, "read", comp, clock, tr.loc, tr.who, tr.op_name)
+
+
+class Scheduler:
+    """Runs the instances of a CTA to the end under a policy; raises the deadlock it finds."""
+
+    def __init__(self, policy: str, seed: int, switch: float, findings: Findings) -> None:
+        self.policy, self.switch, self.findings = policy, switch, findings
+        self.rng = np.random.default_rng(seed)
+
+    def run(self, cta: InterpCta) -> None:
+        instances = cta.instances
+        current: InterpInstance | None = None
+        while True:
+            live = [a for a in instances if a.state != DONE]
+            if not live:
+                break
+            runnable = [a for a in live if a.state == READY or (a.state == MBAR and a.wait is not None
+                                                                and a.wait[0].ready(a.wait[1]))]  # fmt: skip
+            machine = cta.machine_transfers()
+            if not runnable and not machine:
+                raise Stop(reports.deadlock(self.findings, instances, cta.model.kernel.loc))
+            if self.policy == "sequential":
+                if runnable:
+                    self.step(cta, runnable[0])
+                else:
+                    cta.complete(machine[0])
+                continue
+            if current is not None and current in runnable and self.rng.random() >= self.switch:
+                self.step(cta, current)
+                continue
+            options = len(runnable) + (1 if machine else 0)
+            pick = int(self.rng.integers(options))
+            if pick < len(runnable):
+                current = runnable[pick]
+                self.step(cta, current)
+            else:
+                cta.complete(machine[int(self.rng.integers(len(machine)))])
+        for t in cta.machine_transfers():
+            cta.complete(t)
+
+    @staticmethod
+    def step(cta: InterpCta, a: InterpInstance) -> None:
+        """``a`` runs one operation (or finishes); the last instance to reach a CTA barrier releases it."""
+        a.state = READY
+        assert a.gen is not None
+        try:
+            next(a.gen)
+        except StopIteration:
+            cta.finish(a)
+            return
+        if a.state == CTA and all(b.state == CTA for b in cta.instances):
+            cta.release_cta_barrier(cta.instances)
