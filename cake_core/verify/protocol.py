@@ -315,7 +315,7 @@ class _Sizes:
 
 
 def _sizes(model: KernelModel) -> _Sizes | None:
-    from cake_core.verify.symbolic import ShapeDomain
+    from cake_core.verify.shapes import ShapeDomain
 
     shape = ShapeDomain.of(model)
     if shape.empty():

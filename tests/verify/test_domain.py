@@ -14,8 +14,10 @@ import pytest
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.primitive import Kind
-from cake_core.verify.domain import KernelDomain, Status
-from cake_core.verify.symbolic import Form, ShapeDomain, SizeRange
+from cake_core.verify.domain import KernelDomain
+from cake_core.verify.verdicts import Status
+from cake_core.verify.linear import Form
+from cake_core.verify.shapes import ShapeDomain, SizeRange
 
 from .conftest import models
 

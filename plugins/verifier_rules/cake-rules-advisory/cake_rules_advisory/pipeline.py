@@ -12,7 +12,7 @@ from cake_core.ir.sema import KernelModel
 from cake_core.verify.facts import facts
 from cake_core.verify.protocol import Fn, compiler
 from cake_core.verify.rule import Rule, RuleContext
-from cake_core.verify.symbolic import ShapeDomain
+from cake_core.verify.shapes import ShapeDomain
 
 BIG = 1 << 20  # a run-time size without an upper bound, for telling bounded loops from growing ones
 
