@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from cake_core.verify.linear import Atom, Form, Lin, Q, Size, Sym, Var, int_const, normal, quotient
+from cake_core.verify.linear import Atom, Form, Lin, Q, Size, Sym, Var, int_const, quotient
 from cake_core.verify.shapes import ShapeDomain
 
 __all__ = ["Bound", "Bounder", "lin_multiple"]

@@ -90,8 +90,6 @@ class Form:
         return " + ".join(parts)
 
 
-
-
 class _Keyed:
     """Symbols and linear forms compare and hash by their canonical key, computed once."""
 
@@ -205,8 +203,6 @@ class Lin(_Keyed):
         return k
 
 
-
-
 def _sym_key(xa: tuple[Sym, Q]) -> str:
     return xa[0].key
 
@@ -228,12 +224,11 @@ class Linearizer:
         self.env, self.sizes, self.scalars = env, sizes, scalars
 
     def lin(self, e: n.Expr, lets: Mapping[str, Lin | None]) -> Lin | None:
-        kind = _KINDS.get(type(e)) or _kind_of(e)
-        if kind is n.Num:
-            v = e.value  # type: ignore[attr-defined]
+        if isinstance(e, n.Num):
+            v = e.value
             return Lin(int(v), ()) if isinstance(v, int) else None
-        if kind is n.Name:
-            name = e.id  # type: ignore[attr-defined]
+        if isinstance(e, n.Name):
+            name = e.id
             if name in lets:
                 return lets[name]
             v = self.env.get(name)
@@ -244,11 +239,11 @@ class Linearizer:
             if v is not None:
                 return None  # a type variable or other non-integer
             return Lin.of(Var(name))  # grid, loop, self, scalar
-        if kind is n.Bin:
-            a, b = self.lin(e.left, lets), self.lin(e.right, lets)  # type: ignore[attr-defined]
+        if isinstance(e, n.Bin):
+            a, b = self.lin(e.left, lets), self.lin(e.right, lets)
             if a is None or b is None:
                 return None
-            op = e.op  # type: ignore[attr-defined]
+            op = e.op
             if op == "+":
                 return a + b
             if op == "-":
@@ -268,16 +263,16 @@ class Linearizer:
                     return Lin.of(Atom("floor" if op == "/" else "mod", (a, b)))
                 return Lin.of(Atom("div" if op == "/" else "modv", (a, b)))
             return None  # comparisons and booleans are not indices
-        if kind is n.Unary:
-            if e.op != "-":  # type: ignore[attr-defined]
+        if isinstance(e, n.Unary):
+            if e.op != "-":
                 return None
-            x = self.lin(e.operand, lets)  # type: ignore[attr-defined]
+            x = self.lin(e.operand, lets)
             return None if x is None else x.scale(-1)
-        if kind is n.Call and e.fn in ("cdiv", "min", "max") and len(e.args) == 2:  # type: ignore[attr-defined]
-            a, b = self.lin(e.args[0], lets), self.lin(e.args[1], lets)  # type: ignore[attr-defined]
+        if isinstance(e, n.Call) and e.fn in ("cdiv", "min", "max") and len(e.args) == 2:
+            a, b = self.lin(e.args[0], lets), self.lin(e.args[1], lets)
             if a is None or b is None:
                 return None
-            fn = e.fn  # type: ignore[attr-defined]
+            fn = e.fn
             ka, kb = int_const(a), int_const(b)
             if ka is not None and kb is not None:
                 if fn == "cdiv":
@@ -287,11 +282,3 @@ class Linearizer:
                 return Lin.of(Atom("div", (a.plus(-1) + b, b)))
             return Lin.of(Atom(fn, (a, b)))
         return None
-
-
-#: expression classes the linearizer dispatches on, by exact type (subclasses through :func:`_kind_of`)
-_KINDS: dict[type, type] = {c: c for c in (n.Num, n.Name, n.Unary, n.Bin, n.Call)}
-
-
-def _kind_of(e: object) -> type | None:
-    return next((c for c in (n.Num, n.Name, n.Unary, n.Bin, n.Call) if isinstance(e, c)), None)

@@ -29,7 +29,6 @@ BASE_SAMPLES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 100, 127,
                 65521, 65536)  # fmt: skip
 
 
-
 @attrs.frozen
 class SizeRange:
     """The admissible values of one run-time size: ``lo <= v <= hi`` and ``v % modulus == 0``."""
