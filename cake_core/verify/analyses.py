@@ -21,7 +21,8 @@ Contract
 * The models of a checked module reach its table through :func:`for_model` once :func:`attach` has
   named the plugin set they are analysed under (a :class:`~cake_core.verify.rule.RuleContext` attaches
   its checked module when it is made). A model whose checked module was never attached has no table:
-  its analyses are computed where they are asked for, and not kept.
+  its analyses are computed where they are asked for and kept no longer than what asked for them
+  (facts on every call; a :class:`~cake_core.verify.domain.KernelDomain` in a table of its own).
 * A scratch memo inside one computation (the bounds a :class:`~cake_core.verify.bounds.Bounder`
   memoizes during the proof searches of one kernel model) belongs to that computation and dies with
   it; it is not a cache layer and is not kept here.

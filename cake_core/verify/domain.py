@@ -115,12 +115,11 @@ class KernelDomain:
         self._analyses = table if table is not None else Analyses(())
         self._kernel = model.kernel
         self.shape = ShapeDomain.of(model)
-        self.lin = Linearizer(model.env, frozenset(self.shape.sizes), self.shape.scalars)
         instances = tuple(r.instances for r in model.roles)
         self.scopes: dict[int, tuple[Binder, ...]] = self._analyses.get(
             "domain.binders", (id(self._kernel), instances), lambda: (model.kernel, binders(model))
         )[1]
-        self.views = ScopeViews(self.shape, self.lin)
+        self.views = ScopeViews(self.shape, Linearizer(model.env, frozenset(self.shape.sizes), self.shape.scalars))
         self.witnesses = WitnessSearch(model, self.shape, self._analyses)
         self._fingerprint: tuple | None = None
         self._fingerprint_id: int | None = None
@@ -129,13 +128,13 @@ class KernelDomain:
     def _memo_key(self, *parts: object) -> tuple | None:
         """A key for keeping a verdict across the kernel's specializations; None where the kernel has
         only this one (nothing to share, so nothing is fingerprinted)."""
-        k = self._kernel
-        if self._analyses.get("domain.specializations", id(k), lambda: (k, _specializations(k)))[1] == 1:
+        kernel = self._kernel
+        if self._analyses.get("domain.specializations", id(kernel), lambda: (kernel, _specializations(kernel)))[1] == 1:
             return None
         if self._fingerprint_id is None:
             # the fingerprint, a large tuple, stands for itself by a small number in the keys (a tuple
             # hashes all its items every time)
-            ids = self._analyses.get("domain.fingerprints", id(k), lambda: (k, {}))[1]
+            ids = self._analyses.get("domain.fingerprints", id(kernel), lambda: (kernel, {}))[1]
             self._fingerprint_id = ids.setdefault(self.fingerprint(), len(ids))
         return (*parts, self._fingerprint_id)
 
@@ -143,9 +142,8 @@ class KernelDomain:
         """Everything of this specialization the analysis depends on: two models of one kernel with
         the same fingerprint get the same verdicts (so they are kept across them)."""
         if self._fingerprint is None:
-            m = self.model
-            k = self._kernel
-            used = self._analyses.get("domain.names", id(k), lambda: (k, _kernel_names(k)))[1]
+            m, kernel = self.model, self._kernel
+            used = self._analyses.get("domain.names", id(kernel), lambda: (kernel, _kernel_names(kernel)))[1]
             env = tuple(sorted(
                 (k, v) for k, v in m.env.items() if not isinstance(v, str) or k in used  # type: ignore[operator]
             ))  # fmt: skip
