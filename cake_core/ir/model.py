@@ -128,9 +128,6 @@ class KernelModel:
     by_op: dict[int, TypedOpImpl]
     diagnostics: list[Diagnostic]
     smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
-    #: analyses may memoize here what holds for every specialization of the kernel: one dict shared by
-    #: the models of one kernel made by one :func:`check_module` call (never across calls)
-    shared: dict[object, object] = attrs.field(factory=dict, repr=False)
 
     @property
     def threads(self) -> int:

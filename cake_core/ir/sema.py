@@ -340,13 +340,9 @@ def check_module(
     for k in module.kernels:
         kernel_specs = specs(k.domain)
         per_spec: list[Diagnostic] = []
-        # what analyses may memoize across the kernel's specializations (cake_core.verify.domain reads
-        # how many share it under "specializations")
-        shared: dict[object, object] = {"specializations": len(kernel_specs)}
         resolved: dict[object, list[list[BoundStep]]] = {}
         for spec in kernel_specs:
             model = KernelChecker(k, spec, primitives, target, resolved, layouts).run()
-            model.shared = shared
             models[(k.name, spec)] = model
             per_spec += model.diagnostics
         if per_spec:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from cake_core.ir import nodes as n
 from cake_core.ir.sema import check_module
-from cake_core.verify.domain import KernelDomain, Status
+from cake_core.verify.domain import KernelDomain
+from cake_core.verify.verdicts import Status
 
 if TYPE_CHECKING:
     from cake_core.mutate.operators import Mutant

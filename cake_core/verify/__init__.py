@@ -4,9 +4,15 @@
 * :mod:`cake_core.verify.runner` — :func:`verify`: every rule over every specialization of a checked
   module, findings merged across specializations and sorted;
 * :mod:`cake_core.verify.domain` — reasoning about run-time sizes (bounds and divisibility over the
-  whole shape domain), for rules to use;
+  whole shape domain), for rules to use; built from :mod:`~cake_core.verify.shapes` (the admissible
+  sizes), :mod:`~cake_core.verify.linear` (linear forms), :mod:`~cake_core.verify.bounds` and
+  :mod:`~cake_core.verify.proof` (the proof search), :mod:`~cake_core.verify.scopes` (what encloses an
+  operation), :mod:`~cake_core.verify.witness` (the witness search) and
+  :mod:`~cake_core.verify.verdicts` (its records);
 * :mod:`cake_core.verify.facts` — each kernel model's operations with their declared effects and
   features, indexed once and shared by every rule;
+* :mod:`cake_core.verify.analyses` — the one analysis cache: what is computed about a checked module,
+  kept per checked module and plugin set;
 * :mod:`cake_core.verify.protocol` — the synchronization protocol of one CTA simulated at concrete
   sizes: each role instance's trace of barrier actions and shared accesses, and their replay with the
   mbarrier semantics (hazards, deadlocks), for the protocol rules;

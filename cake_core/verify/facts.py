@@ -4,9 +4,8 @@ A rule that calls ``typed.prim.effects(typed)`` for every operation, and again f
 asks, repeats the same work once per rule; the verifier runs a dozen rules over every
 specialization. :func:`facts` walks a kernel model's operations once and keeps what rules look up:
 each operation's declared effects and target features, the barrier actions on every barrier, the
-accesses to every shared buffer, and which primitives fence the async proxy. The result is cached
-per :class:`~cake_core.ir.sema.KernelModel` (weakly: it lives as long as the model, which lives for
-one verification).
+accesses to every shared buffer, and which primitives fence the async proxy. The result is kept in
+the analyses of the model's checked module (:mod:`cake_core.verify.analyses`) under ``"facts"``.
 
 Primitive traits read here, all class attributes a plugin primitive may set (read with ``getattr``,
 so primitives that never heard of them keep working):
@@ -23,7 +22,6 @@ so primitives that never heard of them keep working):
 
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 
 import attrs
@@ -31,6 +29,7 @@ import attrs
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Primitive
 from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.target import Feature
+from cake_core.verify.analyses import for_model
 
 __all__ = ["KernelFacts", "OpFacts", "facts", "is_proxy_fence", "is_warpgroup_wide", "swizzle_aware"]
 
@@ -79,9 +78,6 @@ class OpFacts:
         )
 
 
-# OpFacts with every field given, built by slot stores (one per operation of every model checked)
-
-
 @attrs.define(eq=False)
 class KernelFacts:
     """What the rules of one kernel model look up, indexed once."""
@@ -113,14 +109,17 @@ class KernelFacts:
         }
 
 
-_CACHE: weakref.WeakKeyDictionary[KernelModel, KernelFacts] = weakref.WeakKeyDictionary()
-
-
 def facts(model: KernelModel) -> KernelFacts:
-    """The facts of ``model``, computed on first use and cached while the model lives."""
-    found = _CACHE.get(model)
-    if found is not None:
-        return found
+    """The facts of ``model``: computed once per model in its checked module's analyses
+    (:func:`~cake_core.verify.analyses.for_model`), on every call where it has none."""
+    table = for_model(model)
+    if table is None:
+        return _index(model)
+    return table.get("facts", id(model), lambda: _index(model))  # the facts hold the model
+
+
+def _index(model: KernelModel) -> KernelFacts:
+    """The facts of ``model``, computed."""
     ops: list[OpFacts] = []
     by_op: dict[int, OpFacts] = {}
     barriers: dict[str, list[tuple[OpFacts, Effect]]] = defaultdict(list)
@@ -141,6 +140,4 @@ def facts(model: KernelModel) -> KernelFacts:
                 shared[name].append((of, e))
         fence = fence or is_proxy_fence(prim)
         cta = cta or prim.cta_barrier
-    out = KernelFacts(model, ops, by_op, dict(barriers), dict(shared), fence, cta)
-    _CACHE[model] = out
-    return out
+    return KernelFacts(model, ops, by_op, dict(barriers), dict(shared), fence, cta)

@@ -26,7 +26,8 @@ parities have alternated, stages have been refilled), or until the next factor w
   stage indices leave their rings (CR108's finding) is skipped: rules see why in
   :attr:`~cake_core.verify.traces.SampleRun.skipped` and say nothing about it.
 * **Sharing.** Specializations that differ only in element types of one size (``T in {bf16, f16}``)
-  have the same protocol: within one checked module they share one simulation (:func:`simulated`).
+  have the same protocol: within one checked module they share one simulation, kept in the module's
+  analysis table (:mod:`cake_core.verify.analyses`).
 
 What this proves
 ----------------
@@ -38,12 +39,11 @@ show (a parity that does not alternate, a count off by an instance, a stage inde
 
 from __future__ import annotations
 
-import weakref
-
 import attrs
 
-from cake_core.ir.model import CheckedModule, KernelModel
+from cake_core.ir.model import KernelModel
 from cake_core.verify import samples
+from cake_core.verify.analyses import for_model
 from cake_core.verify.facts import KernelFacts, facts
 from cake_core.verify.samples import Sample
 from cake_core.verify.traces import SampleRun, compiler, covered, plan, program, simulate
@@ -64,18 +64,6 @@ class Protocol:
     active: bool
 
 
-_SIMULATED: weakref.WeakKeyDictionary[CheckedModule, dict[tuple, Protocol]] = weakref.WeakKeyDictionary()
-
-
-def simulated(checked: CheckedModule) -> dict[tuple, Protocol]:
-    """The protocols simulated for ``checked``, by :func:`protocol_key`: kept as long as the checked
-    module lives, so that its specializations and every rule share one simulation per protocol."""
-    per = _SIMULATED.get(checked)
-    if per is None:
-        per = _SIMULATED[checked] = {}
-    return per
-
-
 def protocol_key(model: KernelModel) -> tuple:
     """What a protocol depends on: integer compile-time values and element sizes (not the dtype names)."""
     ints = tuple(sorted((k, v) for k, v in model.env.items() if isinstance(v, int) and not isinstance(v, bool)))
@@ -83,15 +71,20 @@ def protocol_key(model: KernelModel) -> tuple:
     return (model.kernel.name, ints, sizes)
 
 
-def protocol(model: KernelModel, checked: CheckedModule | None = None) -> Protocol:
-    """The simulated protocol of ``model``; specializations that differ only in element types of
-    equal size share one simulation within a checked module."""
-    key = protocol_key(model)
-    per = simulated(checked) if checked is not None else None
-    if per is not None and key in per:
-        # the same protocol under another specialization (element types of equal size): its steps refer to
-        # that model's operations, which have the same source locations; rules report by location
-        return per[key]
+def protocol(model: KernelModel) -> Protocol:
+    """The simulated protocol of ``model``. Within a checked module whose analyses are attached
+    (:func:`~cake_core.verify.analyses.attach`, as every rule context does), it is simulated once per
+    :func:`protocol_key` and kept in the module's analysis table: specializations that differ only in
+    element types of equal size share one simulation (its steps refer to the first model's operations,
+    which have the same source locations; rules report by location). A model with no table is
+    simulated on every call."""
+    table = for_model(model)
+    if table is None:
+        return _simulate(model)
+    return table.get("protocol", protocol_key(model), lambda: _simulate(model))
+
+
+def _simulate(model: KernelModel) -> Protocol:
     kf = facts(model)
     active = bool(model.barriers) or bool(kf.async_proxy_readers())
     runs: list[SampleRun] = []
@@ -117,7 +110,4 @@ def protocol(model: KernelModel, checked: CheckedModule | None = None) -> Protoc
                     break
             if wide is not None:
                 runs.append(wide)
-    out = Protocol(model, kf, runs, active)
-    if per is not None:
-        per[key] = out
-    return out
+    return Protocol(model, kf, runs, active)

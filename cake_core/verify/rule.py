@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
+from cake_core.verify.analyses import PluginSet, attach
 
 if TYPE_CHECKING:
     from cake_core.ir import nodes as n
@@ -56,12 +57,19 @@ class RuleContext:
     ``checked`` is the whole type-checked module (for rules that look across kernels), ``model`` the
     kernel under this specialization (environment, warps, roles, shared-memory layout with byte sizes
     and offsets, register tiles with their layouts, typed operations with resolved operands), and
-    ``target`` the hardware record every limit comes from.
+    ``target`` the hardware record every limit comes from. ``plugins`` is the plugin set of the
+    registry the rules come from (:func:`~cake_core.verify.analyses.plugin_set`): making the context
+    attaches the checked module's analyses under it (:func:`~cake_core.verify.analyses.attach`), so
+    that what rules compute about the module (facts, bounds verdicts) is kept for that plugin set.
     """
 
     checked: CheckedModule
     model: KernelModel
     target: Target
+    plugins: PluginSet = ()
+
+    def __attrs_post_init__(self) -> None:
+        attach(self.checked, self.plugins)
 
     @property
     def kernel(self) -> n.Kernel:

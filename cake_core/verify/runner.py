@@ -25,6 +25,7 @@ import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeInternalError
+from cake_core.verify.analyses import PluginSet, plugin_set
 from cake_core.verify.rule import RuleContext, iter_rules
 
 if TYPE_CHECKING:
@@ -68,8 +69,9 @@ def verify(checked: CheckedModule, target: Target, registry: Registry | None = N
         return Report(tuple(sort_diagnostics(checked.diagnostics)), target, (), len(module.kernels), nspecs)
     rules = registered_rules(reg)
     out = list(checked.diagnostics)
+    plugins_of = _of_registry(reg, "plugin set", plugin_set)
     for kernel in module.kernels:
-        out += _run_kernel(checked, kernel.name, target, rules)
+        out += _run_kernel(checked, kernel.name, target, rules, plugins_of)
     return Report(
         tuple(sort_diagnostics(out)), target, tuple(r.name for r, _ in rules), len(module.kernels), nspecs
     )
@@ -122,14 +124,14 @@ def registered_primitives(registry: Registry) -> dict[str, Primitive]:
 
 
 def _run_kernel(
-    checked: CheckedModule, kernel: str, target: Target, rules: Sequence[tuple[object, str]]
+    checked: CheckedModule, kernel: str, target: Target, rules: Sequence[tuple[object, str]], plugins: PluginSet
 ) -> list[Diagnostic]:
     specs = [spec for (name, spec) in checked.models if name == kernel]
     # one entry per finding: the first diagnostic made of it, the distribution of the rule that made
     # it, and the specializations it was made under (stamped and worded once, at the end)
     found: dict[tuple, tuple[Diagnostic, str, list[Spec]]] = {}
     for spec in specs:
-        ctx = RuleContext(checked, checked.models[(kernel, spec)], target)
+        ctx = RuleContext(checked, checked.models[(kernel, spec)], target, plugins)
         for rule, distribution in rules:
             try:
                 diags = list(rule.check(ctx))  # type: ignore[attr-defined]

@@ -19,7 +19,8 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import try_int
 from cake_core.ir.model import KernelModel
-from cake_core.verify.symbolic import ShapeDomain
+from cake_core.verify.analyses import for_model
+from cake_core.verify.shapes import ShapeDomain
 
 SIM_SMS = 2  # the multiprocessor count persistent loops are simulated with (when nothing compiled uses it)
 
@@ -57,12 +58,13 @@ def _snap(v: int, lo: int, hi: int | None, mod: int) -> int | None:
 
 
 def per_kernel(model: KernelModel, key: str, make: Callable[[n.Kernel], Any]) -> Any:
-    """``make(model.kernel)``, computed once for all specializations of the kernel: memoized in the
-    models' ``shared`` dict (for what depends on the kernel's syntax alone)."""
-    found = model.shared.get(key)
-    if found is None:
-        found = model.shared[key] = make(model.kernel)
-    return found
+    """``make(model.kernel)``, for what depends on the kernel's syntax alone: computed once for all
+    specializations of the kernel in the checked module's analysis table
+    (:mod:`cake_core.verify.analyses`), or on every call for a model without one."""
+    table = for_model(model)
+    if table is None:
+        return make(model.kernel)
+    return table.get(key, id(model.kernel), lambda: make(model.kernel))
 
 
 def _divisions(k: n.Kernel) -> list[tuple[n.Expr, frozenset[str]]]:

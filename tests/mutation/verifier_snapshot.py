@@ -73,8 +73,9 @@ def observe(text: str, file: str, target_name: str, reg: Any, codes: frozenset[s
     from cake_core.diagnostics.diagnostic import DiagnosticError
     from cake_core.ir.parser import parse
     from cake_core.ir.sema import check_module
-    from cake_core.verify.domain import KernelDomain, Status
+    from cake_core.verify.domain import KernelDomain
     from cake_core.verify.runner import verify
+    from cake_core.verify.verdicts import Status
 
     target = reg.get("targets", target_name)
     try:

@@ -14,8 +14,11 @@ import pytest
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.primitive import Kind
-from cake_core.verify.domain import KernelDomain, Status
-from cake_core.verify.symbolic import Form, ShapeDomain, SizeRange
+from cake_core.verify.domain import KernelDomain
+from cake_core.verify.verdicts import Obligation, Status
+from cake_core.verify.witness import EVAL_BUDGET
+from cake_core.verify.linear import Form
+from cake_core.verify.shapes import ShapeDomain, SizeRange
 
 from .conftest import models
 
@@ -291,3 +294,37 @@ def test_verdicts_agree_with_brute_force() -> None:
     assert seen[Status.PROVED] > 20 and seen[Status.VIOLATED] > 20, seen
     assert seen[Status.SAMPLED] < seen[Status.PROVED] + seen[Status.VIOLATED], seen
     assert not missed, "the witness search missed:" + "".join(missed)
+
+
+# -- the witness search --------------------------------------------------------------------------------
+
+
+def test_the_witness_search_spends_its_evaluation_budget_and_stops() -> None:
+    # an obligation that never fails, checked at every point of a walk far longer than the budget
+    text = HEADER.format(domain="N >= 1", grid="cdiv(N, R)") + (
+        "    for i in 0 .. N:\n      for j in 0 .. N:\n        store out[0 : +1] <- one\n"
+    )
+    (model,) = models(text)
+    kd = KernelDomain(model)
+    (typed,) = [t for t in model.ops if t.op.name == "store"]
+    checked: list[int] = []
+
+    def check(env: dict) -> None:
+        checked.append(1)
+        return None
+
+    ob = Obligation(None, (n.Name("N"),), check)
+    v = kd.witnesses.search(kd.scope(typed), [(ob, [])])
+    assert v.status is Status.SAMPLED and v.samples > 1
+    assert len(checked) == EVAL_BUDGET
+
+
+def test_the_witness_search_reports_the_first_failure_it_walks_to() -> None:
+    text = HEADER.format(domain="N >= 1", grid="1") + "    for i in 0 .. N:\n      store out[0 : +1] <- one\n"
+    (model,) = models(text)
+    kd = KernelDomain(model)
+    (typed,) = [t for t in model.ops if t.op.name == "store"]
+    ob = Obligation(None, (n.Name("i"),), lambda env: "too far" if env["i"] >= 2 else None)
+    v = kd.witnesses.search(kd.scope(typed), [(ob, [])])
+    assert v.status is Status.VIOLATED and v.witness is not None
+    assert dict(v.witness.vars) == {"i": 2} and dict(v.witness.sizes) == {"N": 3} and v.witness.what == "too far"

@@ -5,12 +5,14 @@ and deadlocks."""
 from __future__ import annotations
 
 import pytest
+
 from cake_core.ir.exprs import Compiled
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import BarrierAction
 from cake_core.primitives.hopper import FenceProxyAsync, TmaLoad
 from cake_core.verify import protocol as P
 from cake_core.verify import samples, traces
+from cake_core.verify.analyses import attach
 from cake_core.verify.replay import Replay
 from cake_core.verify.facts import facts, is_proxy_fence, is_warpgroup_wide
 
@@ -57,10 +59,9 @@ def _model(text: str = PIPE):
 # -- facts --------------------------------------------------------------------------------------------
 
 
-def test_facts_are_computed_once_per_model(only_targets) -> None:
+def test_facts_index_a_model(only_targets) -> None:
     m = _model()
     kf = facts(m)
-    assert facts(m) is kf
     assert [of.typed.op.name for of in kf.ops][:3] == ["mbarrier.arrive.expect_tx", "tma.load", "mbarrier.wait"]
     assert sorted(kf.barrier_actions) == ["empty", "full", "xfull"]
     assert [e.barrier for _, e in kf.actions("full")] == [
@@ -187,9 +188,10 @@ def test_protocols_are_shared_by_specializations_of_equal_element_sizes(only_tar
                            reg.get("targets", "h200"))  # fmt: skip
     assert checked.ok, [d.message for d in checked.diagnostics]
     bf16, f16 = checked.models.values()
-    assert P.protocol(bf16, checked) is P.protocol(f16, checked)
-    assert P.protocol(bf16) is not P.protocol(bf16)  # without a checked module nothing is shared
-    assert list(P.simulated(checked).values()) == [P.protocol(bf16, checked)]  # one simulation, kept
+    assert P.protocol(bf16) is not P.protocol(bf16)  # without an attached analysis table nothing is shared
+    table = attach(checked, ())
+    assert P.protocol(bf16) is P.protocol(f16)
+    assert table.get("protocol", P.protocol_key(f16), list) is P.protocol(bf16)  # one simulation, kept
 
 
 def test_simulations_live_as_long_as_their_checked_module(only_targets) -> None:
@@ -203,8 +205,9 @@ def test_simulations_live_as_long_as_their_checked_module(only_targets) -> None:
     checked = check_module(parse(PIPE, "t.cake"), {p.name: p for p in reg.values("primitives")},
                            reg.get("targets", "h200"))  # fmt: skip
     (m,) = checked.models.values()
-    kept = weakref.ref(P.protocol(m, checked))
-    assert P.simulated(checked) is P.simulated(checked) and kept() is not None
+    attach(checked, ())
+    kept = weakref.ref(P.protocol(m))
+    assert P.protocol(m) is kept()
     del checked, m
     gc.collect()
     assert kept() is None

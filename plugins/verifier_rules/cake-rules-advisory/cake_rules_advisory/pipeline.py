@@ -12,7 +12,8 @@ from cake_core.ir.primitive import Access
 from cake_core.ir.model import KernelModel
 from cake_core.verify.facts import facts
 from cake_core.verify.rule import Rule, RuleContext
-from cake_core.verify.symbolic import ShapeDomain
+from cake_core.verify.shapes import ShapeDomain
+from cake_core.verify.samples import per_kernel
 from cake_core.verify.traces import compiler
 
 BIG = 1 << 20  # a run-time size without an upper bound, for telling bounded loops from growing ones
@@ -44,12 +45,13 @@ def _program(body: tuple[n.Stmt, ...], comp: Callable[[n.Expr | None], Fn | None
 
 def _programs(model: KernelModel) -> dict[str, _Program]:
     """Every role's program; they depend on the kernel's syntax alone, so the specializations of a
-    kernel share them (in the models' ``shared`` dict)."""
-    found = model.shared.get("pipeline programs")
-    if found is None:
+    kernel share them (through the protocol's per-kernel analyses)."""
+
+    def make(kernel: n.Kernel) -> dict[str, _Program]:
         comp = compiler(model)
-        found = model.shared["pipeline programs"] = {r.name: _program(r.body, comp) for r in model.kernel.roles}
-    return found  # type: ignore[return-value]
+        return {r.name: _program(r.body, comp) for r in kernel.roles}
+
+    return per_kernel(model, "pipeline programs", make)  # type: ignore[no-any-return]
 
 
 def fills_per_cta(model: KernelModel, sites: Sequence[set[int]], sizes: Mapping[str, int]) -> list[int]:

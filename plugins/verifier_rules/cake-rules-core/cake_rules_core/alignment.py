@@ -20,7 +20,7 @@ from cake_core.location import Loc
 from cake_core.ir.primitive import Kind, Operand
 from cake_core.ir.printer import expr as text
 from cake_core.ir.model import TypedOpImpl
-from cake_core.verify.domain import Status
+from cake_core.verify.verdicts import Status
 from cake_core.verify.rule import Rule, RuleContext
 
 CP_ASYNC_SIZES = (4, 8, 16)

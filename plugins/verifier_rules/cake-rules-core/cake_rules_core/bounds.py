@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import Access, Kind
 from cake_core.ir.printer import expr as text
-from cake_core.verify.domain import AccessVerdict, Status
+from cake_core.verify.verdicts import AccessVerdict, Status
 from cake_core.verify.rule import Rule, RuleContext
 
 _VERB = {Access.READ: "reads", Access.WRITE: "writes", Access.READWRITE: "updates", Access.NONE: "touches"}

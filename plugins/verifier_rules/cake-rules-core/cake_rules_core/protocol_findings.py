@@ -603,7 +603,7 @@ def findings(ctx: RuleContext, rule: str) -> Iterable[Finding]:
     """The findings of protocol rule ``rule`` for the kernel model of ``ctx`` (analysed once)."""
     found = _BY_MODEL.get(ctx.model)
     if found is None:
-        p = protocol(ctx.model, ctx.checked)
+        p = protocol(ctx.model)
         found = _CACHE.get(p)
         if found is None:
             found = _CACHE[p] = _analyse(p).by_rule()

@@ -17,7 +17,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.primitive import Kind, Operand, static_shape
 from cake_core.ir.printer import expr as text
 from cake_core.target import Feature
-from cake_core.verify.domain import Status
+from cake_core.verify.verdicts import Status
 from cake_core.verify.facts import OpFacts, facts
 from cake_core.verify.rule import Rule, RuleContext
 

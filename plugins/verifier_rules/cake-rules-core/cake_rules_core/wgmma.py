@@ -19,7 +19,7 @@ from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import Access, Kind, Operand, static_shape
 from cake_core.ir.printer import expr as text
 from cake_core.target import Feature
-from cake_core.verify.domain import Status
+from cake_core.verify.verdicts import Status
 from cake_core.verify.facts import OpFacts, facts, swizzle_aware
 from cake_core.verify.rule import Rule, RuleContext
 
