@@ -12,7 +12,7 @@ witness and the number of size assignments tried — in full where the access is
 as a digest for all of them.
 
 The snapshot was taken *before* the verifier was optimized for speed; optimizations must leave it
-unchanged. Regenerate it (``python tests/mutation/verifier_snapshot.py``) only when the verifier's
+unchanged. Regenerate it (``python tests/mutate/verifier_snapshot.py``) only when the verifier's
 behaviour changes on purpose, and say so in the commit.
 """
 
