@@ -4,7 +4,7 @@ All serialization rules live here, never on the records. The converter is built 
 plugins have loaded; a record without a rule here unstructures field by field (``attrs`` order, enums
 as their values, tuples as lists). The rules:
 
-* a set is a sorted list;
+* a set is a sorted list; a source location is an object of its five fields;
 * IR nodes in union positions (expressions, indices, statements) carry a ``"kind"`` tag with the
   class name (:mod:`cake_core.ir.serialize` wraps a module in its versioned envelope);
 * a diagnostic is the flat form of DESIGN.md section 6 (``code``, ``slug``, ``severity``,
@@ -31,12 +31,16 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.strategies import configure_union_passthrough
 
+from cake_core.location import Loc
+
 
 @functools.cache
 def converter() -> cattrs.Converter:
     c = cattrs.Converter(forbid_extra_keys=True)
     configure_union_passthrough(int | float | str | bool | None, c)
     c.register_unstructure_hook_func(_is_set, lambda s: sorted(c.unstructure(x) for x in s))
+    c.register_unstructure_hook(Loc, lambda loc: loc._asdict())
+    c.register_structure_hook(Loc, lambda d, _t: Loc(**d))
     _ir_rules(c)
     _diagnostic_rules(c)
     _runtime_rules(c)
@@ -125,7 +129,6 @@ def _ir_rules(c: cattrs.Converter) -> None:
 
 def _diagnostic_rules(c: cattrs.Converter) -> None:
     from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
-    from cake_core.location import Loc
 
     def span(loc: Loc) -> dict[str, Any]:
         return {"file": loc.file, "line": loc.line, "column": loc.col, "end_line": loc.end_line,
