@@ -10,7 +10,7 @@ Semantics
 **Program.** Program parameters bind to the caller's arrays by name (copied: the caller's arrays are
 never written); parameters the caller leaves out (outputs) and program buffers are allocated
 poisoned. The sizes (and type variables, ``T -> "bf16"``) select the program's specialization and,
-through each launch's bindings, each kernel's (:func:`cake_core.ir.sema.kernel_spec`). Launches run in
+through each launch's bindings, each kernel's (:func:`cake_core.ir.program.kernel_spec`). Launches run in
 order; a fatal finding (a fault, a deadlock, the step bound) ends the run, as a dead GPU context ends
 every launch after it.
 

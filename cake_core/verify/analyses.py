@@ -3,7 +3,7 @@
 Contract
 --------
 * A table of analyses (:class:`Analyses`) belongs to one
-  :class:`~cake_core.ir.sema.CheckedModule` and one plugin set (:func:`plugin_set`: the distributions
+  :class:`~cake_core.ir.model.CheckedModule` and one plugin set (:func:`plugin_set`: the distributions
   and versions of a registry's plugins). :func:`analyses` gives the table of a (checked module, plugin
   set) pair; a different plugin set gets a different table, so an analysis made with one set of
   plugins (their primitives' effects, their rules) is never reused with another.
