@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from cake_core.ir import model, parser, sema
+from cake_core.ir import model, parser
 from cake_core.lower import program
 
 if TYPE_CHECKING:
@@ -73,10 +73,9 @@ def _registry(registry: Registry | None) -> Registry:
 def check(source: Source, target: Target, registry: Registry | None = None) -> model.CheckedModule:
     """Type-check the source's module for ``target`` with the registry's primitives; never raises for
     the kernel's errors (they are the checked module's diagnostics)."""
-    from cake_core.verify.runner import registered_primitives
+    from cake_core.verify.runner import check_registered
 
-    reg = _registry(registry)
-    return sema.check_module(source.module, registered_primitives(reg), target, reg.by_name("layouts"))
+    return check_registered(source.module, target, _registry(registry))
 
 
 def verify(checked: model.CheckedModule, target: Target, registry: Registry | None = None) -> Report:

@@ -29,6 +29,7 @@ from cake_core.verify.analyses import PluginSet, plugin_set
 from cake_core.verify.rule import RuleContext, iter_rules
 
 if TYPE_CHECKING:
+    from cake_core.ir import nodes as n
     from cake_core.ir.primitive import Primitive
     from cake_core.ir.model import CheckedModule, Spec
     from cake_core.plugins import Registry
@@ -82,14 +83,21 @@ def verify_source(text: str, file: str, target: Target, registry: Registry | Non
     file. A syntax error is a ``CK001`` diagnostic in the report."""
     from cake_core import plugins
     from cake_core.ir.parser import parse
-    from cake_core.ir.sema import check_module
 
     reg = registry if registry is not None else plugins.registry()
     try:
         module = parse(text, file)
     except DiagnosticError as exc:
         return Report(tuple(sort_diagnostics(exc.diagnostics)), target, (), 0, 0)
-    return verify(check_module(module, registered_primitives(reg), target, reg.by_name("layouts")), target, reg)
+    return verify(check_registered(module, target, reg), target, reg)
+
+
+def check_registered(module: n.Module, target: Target, registry: Registry) -> CheckedModule:
+    """``module`` type-checked for ``target`` with the registry's primitives and layouts: the module the
+    rules run over (the pipeline's check step, and :func:`verify_source`'s)."""
+    from cake_core.ir.sema import check_module
+
+    return check_module(module, registered_primitives(registry), target, registry.by_name("layouts"))
 
 
 #: what each registry holds, in the forms verification reads, made once per registry: what a registry
