@@ -195,8 +195,31 @@ The fragment layout decides which thread holds which element; a wrong one cannot
     reg acc: f32[128, 128] layout mma_acc(4, 2)
 """)
 
+PIPE = _code("CK011", "bad-pipe", "a pipe declared or used in a way its derived barriers cannot follow", """
+## What it checks
+A `pipe` names existing roles and shared buffers; its buffers are rings of one stage count and belong
+to no other pipe; one producer role of one instance fills it, and no role both produces and consumes
+it. `pipe.acquire` runs in the producer role, `pipe.wait` and `pipe.release` in a consumer role; the
+copies into an acquired stage are issued in the acquire's block, with boxes of compile-time size, so
+that the bytes the stage expects are known when the kernel is compiled.
+
+## Why
+The compiler derives a pipe's barriers, its stage indices, phase parities, arrival counts and the
+bytes each stage expects from the declaration and the operations. Each rule above is what that
+derivation assumes; a pipe outside them would get numbers that are wrong, so it is refused.
+
+## Example
+    smem xs: bf16[2][128, 64]
+    smem cs: bf16[3][128, 64]
+    pipe ring: producer -> consumers of xs, cs     # 2 stages and 3 stages
+
+## Use instead
+    pipe xring: producer -> consumers of xs
+    pipe cring: producer -> consumers of cs
+""")
+
 CORE_CODES: dict[str, Code] = {
     c.code: c
     for c in (SYNTAX, UNKNOWN_NAME, DUPLICATE_NAME, UNKNOWN_PRIMITIVE, OPERANDS, TYPES, ATTRIBUTES,
-              DOMAIN, LAUNCH, LAYOUT)
+              DOMAIN, LAUNCH, LAYOUT, PIPE)
 }  # fmt: skip

@@ -41,11 +41,17 @@ def _declared(kernel: n.Kernel) -> list[str]:
         add(s.name)
     for b in kernel.barriers:
         add(b.name)
+    for p in kernel.pipes:
+        add(p.name)
     for r in kernel.roles:
         add(r.name)
         for s in n.walk_stmts(r.body):
             if isinstance(s, (n.Let, n.RegDecl)):
                 add(s.name)
+            elif isinstance(s, n.Op):  # a name an operation binds (a pipe stage)
+                for o in s.outs:
+                    if isinstance(o, n.Name):
+                        add(o.id)
             elif isinstance(s, n.For):
                 add(s.var)
     return names
@@ -68,7 +74,7 @@ def _rename(obj: Any, mapping: dict[str, str]) -> Any:
             out[key] = {"name": value["name"], "args": _rename(value["args"], mapping)}
         elif key in _RENAMED_KEYS and isinstance(value, str) and obj.get("kind") not in _KEPT_KINDS:
             out[key] = mapping.get(value, value)
-        elif key in ("vars", "args") and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        elif key in ("vars", "args", "producers", "consumers", "buffers") and isinstance(value, list) and all(isinstance(v, str) for v in value):
             out[key] = [mapping.get(v, v) for v in value]
         elif key == "kernel" and isinstance(value, str):
             out[key] = mapping.get(value, value)
@@ -85,7 +91,10 @@ def canonical(module: n.Module) -> dict:
     for k in module.kernels:
         mapping = {name: f"v{i}" for i, name in enumerate(_declared(k))}
         mapping[k.name] = kernel_names[k.name]
-        kernels.append(_rename(c.unstructure(k), mapping))
+        data = c.unstructure(k)
+        if not k.pipes:  # a kernel without pipes hashes as it did before pipes existed
+            data.pop("pipes", None)
+        kernels.append(_rename(data, mapping))
     program = None
     if module.program is not None:
         p = module.program

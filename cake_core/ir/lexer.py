@@ -29,7 +29,7 @@ NEWLINE, INDENT, DEDENT, EOF = " NEWLINE", " INDENT", " DEDENT", " EOF"
 _VALID = r"""
       [A-Za-z_]\w*+(?!\.[A-Za-z_])                              # NAME
     | [A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+                           # NAME, a dotted one
-    | [-+*/%()\[\]{},:] | [<>=!]= | <- | \.\. | \^T | [<>=]       # OP
+    | <- | -> | [-+*/%()\[\]{},:] | [<>=!]= | \.\. | \^T | [<>=]       # OP
     | \d+(?:B\b|\.\d*(?![.])(?:[eE][-+]?\d+)?|[eE][-+]?\d+)?      # NUMBER, or WORD: a swizzle width (128B)
 """
 #: a valid token and the spaces before it; applied with ``findall`` to one line, less its comment. On a
@@ -42,7 +42,7 @@ _TOKEN_OR_ERROR = re.compile(rf"([ \t]*)({_VALID} | [^ \t])", re.VERBOSE | re.AS
 
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _DIGITS = frozenset("0123456789")
-_OPS = frozenset("<- .. ^T == != <= >= < > = - + * / % ( ) [ ] { } , :".split())
+_OPS = frozenset("<- -> .. ^T == != <= >= < > = - + * / % ( ) [ ] { } , :".split())
 _DEPTH = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}  # what a bracket does to the nesting depth
 _STRUCTURAL = {NEWLINE: "NEWLINE", INDENT: "INDENT", DEDENT: "DEDENT", EOF: "EOF"}
 _DESCRIBE = {NEWLINE: "end of line", INDENT: "indent", DEDENT: "dedent", EOF: "end of file"}

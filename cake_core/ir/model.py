@@ -94,6 +94,9 @@ class TypedOpImpl:
     outs: tuple[Operand, ...]
     ins: tuple[Operand, ...]
     role: RoleInfo
+    #: attributes the compiler derives rather than the author writes (a pipe operation's stage, parity
+    #: and transaction bytes: :mod:`cake_core.ir.pipes`); :meth:`attr` reads them after the written ones
+    derived: dict[str, n.Expr] = attrs.field(factory=dict)
 
     def operand(self, slot: str) -> Operand:
         for o in self.outs + self.ins:
@@ -105,7 +108,25 @@ class TypedOpImpl:
         return any(o.slot.name == slot for o in self.outs + self.ins)
 
     def attr(self, key: str) -> n.Expr | None:
-        return self.op.attr(key)
+        v = self.op.attr(key)
+        if v is None and self.derived:
+            return self.derived.get(key)
+        return v
+
+
+@attrs.define
+class PipeInfo:
+    """A pipe under the specialization: its stages, buffers, roles and the two barrier rings derived
+    for it (:mod:`cake_core.ir.pipes` names them)."""
+
+    decl: n.Pipe
+    stages: int
+    buffers: tuple[str, ...]
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    full: str  # the barrier ring the producer arms and the copies complete: one arrival a phase
+    empty: str  # the barrier ring every consumer thread arrives on when it releases a stage
+    stage_bytes: int  # bytes of one stage of all its buffers
 
 
 @attrs.define(eq=False)
@@ -128,6 +149,7 @@ class KernelModel:
     by_op: dict[int, TypedOpImpl]
     diagnostics: list[Diagnostic]
     smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
+    pipes: dict[str, PipeInfo] = attrs.field(factory=dict)
 
     @property
     def threads(self) -> int:

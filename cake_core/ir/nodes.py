@@ -194,6 +194,24 @@ class Barrier:
 
 
 @attrs.frozen
+class Pipe:
+    """A producer -> consumer ring of shared-memory stages: ``pipe cring: producer -> consumers of cs, csq``.
+
+    Its stages are its buffers' (each a ring of the same stage count). The compiler derives the two
+    mbarrier rings that gate it (a *full* barrier per stage, armed by the producer's ``pipe.acquire``
+    with the bytes of the copies issued into the stage, and an *empty* barrier per stage, which every
+    thread of every consumer instance arrives on with ``pipe.release``), the stage each ``pipe.acquire``
+    and ``pipe.wait`` takes, and the phase parity each waits for.
+    """
+
+    name: str
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    buffers: tuple[str, ...]
+    loc: Loc = _loc()
+
+
+@attrs.frozen
 class Layout:
     """A register tile's distribution over the role's threads: ``mma_acc(4, 2)``, ``rows``."""
 
@@ -311,6 +329,7 @@ class Kernel:
     barriers: tuple[Barrier, ...] = _tup()
     roles: tuple[Role, ...] = _tup()
     loc: Loc = _loc()
+    pipes: tuple[Pipe, ...] = _tup()
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -320,6 +339,9 @@ class Kernel:
 
     def barrier(self, name: str) -> Barrier | None:
         return next((s for s in self.barriers if s.name == name), None)
+
+    def pipe(self, name: str) -> Pipe | None:
+        return next((p for p in self.pipes if p.name == name), None)
 
 
 @attrs.frozen

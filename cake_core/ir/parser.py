@@ -217,6 +217,7 @@ class Parser:
         grid = cta = None
         smem: list[n.Smem] = []
         barriers: list[n.Barrier] = []
+        pipes: list[n.Pipe] = []
         roles: list[n.Role] = []
         toks = self.toks
         while toks[self.i] != DEDENT:
@@ -280,12 +281,16 @@ class Parser:
                 self.expect("count", "(arrivals per phase)")
                 barriers.append(n.Barrier(bname, kind, self.expr(), stages, loc=self.span(s)))
                 self.newline("after the barrier")
+            elif key == "pipe":
+                self.i += 1
+                pipes.append(self.pipe(s))
+                self.newline("after the pipe")
             elif key == "role":
                 roles.append(self.role())
             else:
                 raise self.error(
                     f"expected a kernel item (`domain`, `const`, `grid`, `cta`, `smem`, `barrier`, "
-                    f"`role`), found {self.what()}"
+                    f"`pipe`, `role`), found {self.what()}"
                 )
         self.i += 1
         if grid is None:
@@ -296,8 +301,26 @@ class Parser:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `role`")])
         return n.Kernel(
             name, params, tuple(domain), tuple(consts), grid, cta, tuple(smem), tuple(barriers),
-            tuple(roles), loc=self.loc(start),
+            tuple(roles), loc=self.loc(start), pipes=tuple(pipes),
         )  # fmt: skip
+
+    def pipe(self, start: int) -> n.Pipe:
+        """``pipe cring: producer -> consumers of cs, csq`` (after the keyword)."""
+        name = self.ident("a pipe name")
+        self.expect(":")
+        producers = self.names("a producer role")
+        self.expect("->", "between the producer and consumer roles (`producer -> consumers`)")
+        consumers = self.names("a consumer role")
+        self.expect("of", "before the pipe's buffers (`of cs, csq`)")
+        buffers = self.names("a shared buffer")
+        return n.Pipe(name, producers, consumers, buffers, loc=self.span(start))
+
+    def names(self, what: str) -> tuple[str, ...]:
+        """One or more comma-separated names."""
+        out = [self.ident(what)]
+        while self.accept(","):
+            out.append(self.ident(what))
+        return tuple(out)
 
     def smem(self, start: int) -> n.Smem:
         name = self.ident("a buffer name")

@@ -51,6 +51,7 @@ class Kind(OpenName):
     SHARED: ClassVar[Kind]
     REGISTERS: ClassVar[Kind]
     BARRIER: ClassVar[Kind]
+    PIPE: ClassVar[Kind]
     VALUE: ClassVar[Kind]
 
 
@@ -58,6 +59,7 @@ Kind.GLOBAL = Kind("global")  # a (slice of a) global tensor parameter or progra
 Kind.SHARED = Kind("shared")  # a (stage or slice of a) shared-memory buffer
 Kind.REGISTERS = Kind("registers")  # a register tile
 Kind.BARRIER = Kind("barrier")  # an mbarrier (or one stage of a ring); mbarriers live in shared memory
+Kind.PIPE = Kind("pipe")  # a producer -> consumer ring of shared stages (or one stage of it)
 Kind.VALUE = Kind("value")  # an integer or float expression, held in no memory
 
 
@@ -76,6 +78,7 @@ CORE_TIERS: tuple[Tier, ...] = (
     Tier(Kind.SHARED, "a CTA's shared memory: `smem` buffers, staged or not"),
     Tier(Kind.REGISTERS, "a role instance's registers: `reg` tiles spread by a layout"),
     Tier(Kind.BARRIER, "an mbarrier (or a ring of them) in shared memory, tracked on its own"),
+    Tier(Kind.PIPE, "a `pipe`: a producer -> consumer ring of shared stages and the mbarriers that gate it"),
     Tier(Kind.VALUE, "an integer or float expression, held in no memory"),
 )
 
@@ -116,6 +119,12 @@ class Slot:
     # an atomic read-modify-write (``atomic.add``): accesses that are all atomic do not race with
     # each other; they still race with plain reads and writes of the same region
     atomic: bool = False
+    # an output that binds a new name for the rest of its block (``pipe.wait s <- cring`` binds the
+    # stage ``s``); the operation says what it holds through :meth:`Primitive.binds`
+    binds: bool = False
+    # filled in by the compiler from the pipe the operation names, never written: the barrier a copy
+    # into a pipe's stage completes on, the barriers a pipe operation waits on and arrives at
+    derived: bool = False
 
 
 @attrs.frozen
@@ -194,6 +203,19 @@ class Effect:
     def atomic(self) -> bool:
         """Whether the access is an atomic read-modify-write (declared by the operand's slot)."""
         return self.operand.slot.atomic
+
+
+@attrs.frozen
+class Bind:
+    """A value an operation assigns once it has run: a name it binds (``pipe.wait s <- cring`` gives
+    ``s`` the stage it waited for) or a ``counter`` it advances. A counter is role-instance state that
+    starts at 0 (the number of stages a role has taken from a pipe); it is named so that no kernel can
+    write it. The interpreter, the protocol replay and the lowering assign binds in order, after the
+    operation's effects."""
+
+    name: str
+    value: n.Expr
+    counter: bool = False
 
 
 @attrs.frozen
@@ -314,6 +336,10 @@ class Primitive:
     # SASS mnemonics an operation of this primitive must leave in the cubin (``HMMA`` for mma.sync):
     # benchmarks check every claim of the schedule against the disassembly
     sass_claims: ClassVar[tuple[str, ...]] = ()
+    # attributes the compiler derives for each operation instead of the author writing them (a pipe
+    # operation's ``stage``, ``parity`` and ``bytes``: :mod:`cake_core.ir.pipes`); read through
+    # ``TypedOp.attr`` like written ones
+    derives: ClassVar[tuple[str, ...]] = ()
     doc: ClassVar[str] = ""
 
     def features(self, op: TypedOp) -> frozenset[Feature]:
@@ -334,6 +360,10 @@ class Primitive:
 
     def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
         """Type rule beyond the signature: shapes and dtypes that must agree."""
+        return ()
+
+    def binds(self, op: TypedOp) -> tuple[Bind, ...]:
+        """What the operation assigns after it has run (see :class:`Bind`); none by default."""
         return ()
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:

@@ -145,6 +145,8 @@ def kernel(k: n.Kernel) -> list[str]:
     for b in k.barriers:
         stages = f"[{expr(b.stages)}]" if b.stages is not None else ""
         out.append(f"{pad}barrier {b.name}: {b.kind}{stages} count {expr(b.count)}")
+    for p in k.pipes:
+        out.append(f"{pad}pipe {p.name}: {', '.join(p.producers)} -> {', '.join(p.consumers)} of {', '.join(p.buffers)}")
     for r in k.roles:
         head = f"{pad}role {r.name} warps {expr(r.warp_start, 5)}..{expr(r.warp_stop, 5)}"
         if r.per is not None:

@@ -17,8 +17,9 @@ import attrs
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
+from cake_core.ir import pipes
 from cake_core.ir.exprs import WORDS
-from cake_core.ir.primitive import Kind, Primitive, Slot
+from cake_core.ir.primitive import BarrierAction, Kind, Primitive, Slot
 from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.location import Loc
 
@@ -45,7 +46,8 @@ class OperandPlan:
 
 
 #: one step of a resolved role body: the name of a :class:`~cake_core.ir.sema.KernelChecker` method
-#: (``report``, ``let``, ``reg``, ``attribute``, ``op``) and its argument
+#: (``report``, ``let``, ``reg``, ``attribute``, ``op``) and its argument; an ``op``'s argument is the
+#: operation, its primitive, its output and input operands and its derived attributes
 Step = tuple[str, Any]
 
 
@@ -69,6 +71,11 @@ class Resolver:
         self.tensors: dict[str, Any] = {p.name: p for p in kernel.params if p.tier == "global"}
         self.tensors.update({s.name: s for s in kernel.smem})
         self.tensors.update({b.name: b for b in kernel.barriers})
+        self.tensors.update({p.name: p for p in kernel.pipes})
+        self.tensors.update({b.name: b for b in pipes.barrier_decls(kernel)})
+        self.owner = pipes.owner(kernel)  # the pipe of each buffer a pipe names
+        self.role_name = ""
+        self.handles: dict[str, str] = {}  # stage names bound in the role: name -> pipe
         self.reg_names: dict[str, Loc] = {}
         self.steps: list[Step] = []
         self.role_regs: set[str] = set()
@@ -78,6 +85,7 @@ class Resolver:
         out = []
         for r in self.k.roles:
             self.steps, self.role_regs = [], set()
+            self.role_name, self.handles = r.name, {}
             # each role is its own scope: roles may reuse local names, never kernel-level ones
             self.block(r.body, scope | {"self"}, seen)
             out.append(self.steps)
@@ -101,7 +109,9 @@ class Resolver:
         steps = self.steps
         for s in body:
             if type(s) is n.Op or isinstance(s, n.Op):
-                self.op(s, scope)
+                bound = self.op(s, scope, seen)
+                if bound is not None:
+                    scope.add(bound)
             elif isinstance(s, n.Let):
                 self.names_ok(s.value, scope, "a `let`")
                 self.decl_local(s.name, s.loc, seen, "let")
@@ -136,7 +146,8 @@ class Resolver:
         if d is not None:
             self.steps.append(("report", d))
 
-    def op(self, op: n.Op, scope: Set[str]) -> None:
+    def op(self, op: n.Op, scope: Set[str], seen: dict[str, Loc]) -> str | None:
+        """Resolve an operation; returns the name it binds for the rest of the block, if any."""
         prim = self.prims.get(op.name)
         if prim is None:
             close = _closest(op.name, list(self.prims))
@@ -156,12 +167,88 @@ class Resolver:
                 f"{', '.join(s.name for s in sig.outs)} <- {', '.join(s.name for s in sig.ins)}`",
             )  # fmt: skip
             return
+        bound = self.bound_name(op, sig.outs, scope, seen)
         outs = self.operands(op, op.outs, sig.outs, scope, "output")
-        ins = self.operands(op, op.ins, sig.ins, scope, "input")
+        ins = self.operands(op, op.ins, [x for x in sig.ins if not x.derived], scope, "input")
         if outs is None or ins is None:
-            return
+            return bound
+        derived: dict[str, n.Expr] = {}
+        ins = self.derive(op, prim, outs, ins, derived)
+        if ins is None:
+            return bound
         self.attributes(op, prim, scope)
-        self.steps.append(("op", (op, prim, outs, ins)))
+        self.steps.append(("op", (op, prim, outs, ins, derived)))
+        return bound
+
+    def bound_name(self, op: n.Op, slots: tuple[Slot, ...], scope: Set[str], seen: dict[str, Loc]) -> str | None:
+        """The name an operation's binding output gives the rest of the block (a pipe stage): new, or
+        one that already holds a stage of the same pipe (taken again, as a loop carries it)."""
+        if not (slots and slots[0].binds and op.outs and isinstance(op.outs[0], n.Name)):
+            return None
+        name = op.outs[0].id  # type: ignore[attr-defined]
+        pipe = pipes.pipe_named(op.ins[0] if op.ins else None)
+        if name in scope and self.handles.get(name) == pipe and pipe is not None:
+            return name
+        self.decl_local(name, op.outs[0].loc, seen, "stage name")
+        if pipe is not None:
+            self.handles[name] = pipe
+        return name
+
+    def derive(
+        self, op: n.Op, prim: Primitive, outs: tuple[OperandPlan, ...], ins: tuple[OperandPlan, ...],
+        derived: dict[str, n.Expr],
+    ) -> tuple[OperandPlan, ...] | None:
+        """The operands and attributes the compiler derives from a pipe: a pipe operation's stage,
+        parity and barriers (:mod:`cake_core.ir.pipes`), the barrier a copy into a pipe's stage
+        completes on."""
+        sig = prim.signature
+        pipe_in = next((o for o in ins if o.kind is Kind.PIPE), None)
+        if pipe_in is not None:
+            pipe = pipe_in.decl
+            side = pipes.side_of(pipe, self.role_name) or pipes.CONSUMER
+            if "stage" in prim.derives:
+                derived.update(pipes.take(self.k, pipe, side))
+            stage = pipe_in.stage if pipe_in.stage is not None else derived.get("stage")
+            extra = []
+            for slot in sig.ins:
+                if slot.derived:
+                    name = pipes.full_barrier(pipe.name) if slot.name == "full" else pipes.empty_barrier(pipe.name)
+                    extra.append(self.barrier_plan(op, slot, name, stage))
+            return ins + tuple(extra)
+        # a copy into a pipe's stage completes on the pipe's full barrier
+        dst = next((o for o in outs if o.kind is Kind.SHARED and o.name in self.owner), None)
+        tx = [x for x in sig.ins if x.barrier is BarrierAction.COMPLETE_TX]
+        if not tx:
+            return ins
+        given = {o.slot.name for o in ins}
+        missing = [x for x in tx if x.name not in given]
+        if dst is None:
+            if missing and not missing[0].optional:
+                return ins
+            if missing:
+                self.err(
+                    codes.OPERANDS, op.loc, f"`{op.name}` needs a barrier to complete on (operand "
+                    f"`{missing[0].name}`): only a copy into a pipe's stage has one derived",
+                    label="no barrier",
+                )  # fmt: skip
+                return None
+            return ins
+        p = self.owner[dst.name]  # type: ignore[index]
+        if not missing:
+            written = next(o for o in ins if o.slot.name in {x.name for x in tx})
+            self.err(
+                codes.PIPE, written.expr.loc, f"`{dst.name}` is a buffer of pipe `{p.name}`: a copy into it "
+                f"completes on the pipe's own barrier, which the compiler derives",
+                label="leave this barrier out", help=f"write `{op.name}` without a barrier operand",
+            )  # fmt: skip
+            return None
+        return ins + tuple(self.barrier_plan(op, x, pipes.full_barrier(p.name), dst.stage) for x in missing)
+
+    def barrier_plan(self, op: n.Op, slot: Slot, name: str, stage: n.Expr | None) -> OperandPlan:
+        """A barrier operand the compiler derives, located at the operation that implies it."""
+        index = (n.At(stage, loc=op.loc),) if stage is not None else ()
+        ref = n.Ref(name, index, loc=op.loc)
+        return OperandPlan(ref, slot, Kind.BARRIER, name, self.tensors[name], stage, (), False, None, (), False)
 
     def operands(
         self, op: n.Op, exprs: tuple[n.Expr, ...], slots: tuple[Slot, ...], scope: Set[str], what: str
@@ -186,6 +273,11 @@ class Resolver:
         return tuple(out)
 
     def operand(self, e: n.Expr, slot: Slot, scope: Set[str], op: n.Op) -> OperandPlan | None:
+        if slot.binds:
+            if not isinstance(e, n.Name):
+                self.err(codes.OPERANDS, e.loc, f"`{op.name}` binds a name: write one, e.g. `{op.name} s <- ...`")
+                return None
+            return OperandPlan(e, slot, Kind.VALUE, e.id)
         t = type(e)
         if t is n.Ref or (t is not n.Name and isinstance(e, n.Ref)):
             name, index, transpose = e.name, e.index, e.transpose  # type: ignore[attr-defined]
@@ -227,6 +319,20 @@ class Resolver:
             kind, staged, rank = Kind.GLOBAL, False, len(decl.shape)
         elif dt is n.Barrier:
             kind, staged, rank = Kind.BARRIER, decl.stages is not None, 0
+        elif dt is n.Pipe:
+            kind, staged, rank = Kind.PIPE, False, 0
+            if index and type(index[0]) is n.At:  # one stage of the pipe: `cring[s]`
+                if len(index) > 1:
+                    self.err(codes.OPERANDS, e.loc, f"pipe `{name}` takes one index, its stage: `{name}[s]`")
+                    return None
+                if kind not in slot.kinds:
+                    self.err(codes.OPERANDS, e.loc, f"operand `{slot.name}` of `{op.name}` must be a "
+                             f"{_kinds(slot)}, but `{name}` is a pipe")  # fmt: skip
+                    return None
+                return OperandPlan(e, slot, kind, name, decl, index[0].expr)
+            if index:
+                self.err(codes.OPERANDS, e.loc, f"pipe `{name}` takes one index, its stage: `{name}[s]`")
+                return None
         else:
             kind, staged, rank = Kind.REGISTERS, False, len(decl.shape)
         if kind not in slot.kinds:
@@ -368,7 +474,7 @@ def _kind_word(k: Kind) -> str:
 
 _KIND_WORDS = {
     Kind.GLOBAL: "global tensor", Kind.SHARED: "shared buffer", Kind.REGISTERS: "register tile",
-    Kind.BARRIER: "barrier", Kind.VALUE: "value",
+    Kind.BARRIER: "barrier", Kind.PIPE: "pipe", Kind.VALUE: "value",
 }  # fmt: skip
 
 

@@ -19,11 +19,14 @@ from typing import Any
 import attrs
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
+from cake_core.ir import pipes
 from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, resolve
-from cake_core.ir.model import BarrierInfo, CheckedModule, KernelModel, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl
+from cake_core.ir.model import (
+    BarrierInfo, CheckedModule, KernelModel, PipeInfo, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl,
+)  # fmt: skip
 from cake_core.ir.primitive import Kind, Operand, Primitive
 from cake_core.ir.program import bind_program
 from cake_core.ir.resolve import OperandPlan, Resolver, check_declaration, name_errors, names_clean, names_in
@@ -200,7 +203,9 @@ class KernelChecker:
         # the dynamic shared window is only known to be 16-byte aligned: the kernel aligns its base at
         # run time to the strictest buffer alignment, and asks for that much more
         base_align = max([16] + [i.align for i in smem.values()])
-        for b in k.barriers:
+        for p in k.pipes:
+            declare(p.name, p.loc, "pipe")
+        for b in k.barriers + pipes.barrier_decls(k):
             declare(b.name, b.loc, "barrier")
             stages = self.const(b.stages, f"the stage count of `{b.name}`") if b.stages is not None else None
             count = self.const(b.count, f"the arrival count of `{b.name}`")
@@ -224,10 +229,11 @@ class KernelChecker:
                     f"role `{r.name}` has {width} warps, which do not split into instances of {per}",
                 )  # fmt: skip
             roles.append(RoleInfo(r, start, stop, per, max(width // per, 1), regs))
+        pipe_infos = self.pipes(smem, roles)
 
         self.model = KernelModel(
             k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
-            smem, barriers, offset + slack, {}, [], {}, self.diags, base_align,
+            smem, barriers, offset + slack, {}, [], {}, self.diags, base_align, pipe_infos,
         )  # fmt: skip
         # the role bodies' name resolution reads only names of the specialization, never its values:
         # specializations that agree on these share one resolution (see :class:`~cake_core.ir.resolve.Resolver`)
@@ -246,7 +252,65 @@ class KernelChecker:
             self.ctx = CheckCtx(self.model, info, self.target)  # what the role's primitives' checks see
             for step, arg in role_steps:
                 step(self, arg)
+            if k.pipes:
+                self.diags += pipes.derive_bytes(info.role.body, self.model.by_op)
         return self.model
+
+    def pipes(self, smem: dict[str, SmemInfo], roles: list[RoleInfo]) -> dict[str, PipeInfo]:
+        """Each pipe under this specialization, after checking what its derivation assumes."""
+        out: dict[str, PipeInfo] = {}
+        by_role = {r.role.name: r for r in roles}
+        owners: dict[str, n.Pipe] = {}
+        for p in self.k.pipes:
+            ok = True
+            for name in p.producers + p.consumers:
+                if name not in by_role:
+                    self.err(codes.PIPE, p.loc, f"pipe `{p.name}` names `{name}`, which is not a role of kernel "
+                             f"`{self.k.name}`", label="unknown role")  # fmt: skip
+                    ok = False
+            both = set(p.producers) & set(p.consumers)
+            if both:
+                self.err(codes.PIPE, p.loc, f"role `{sorted(both)[0]}` both produces and consumes pipe `{p.name}`")
+                ok = False
+            producers = [by_role[r] for r in p.producers if r in by_role]
+            if len(p.producers) != 1 or any(r.instances != 1 for r in producers):
+                self.err(
+                    codes.PIPE, p.loc, f"pipe `{p.name}` needs one producer role of one instance (it arms each "
+                    "stage's barrier once a phase)", spec=True,
+                    help="give the producer role no `per`, or one pipe per producer instance",
+                )  # fmt: skip
+                ok = False
+            stages: set[int | None] = set()
+            nbytes = 0
+            for b in p.buffers:
+                info = smem.get(b)
+                if info is None:
+                    if self.k.buffer(b) is None:
+                        self.err(codes.PIPE, p.loc, f"pipe `{p.name}` names `{b}`, which is not a shared buffer",
+                                 label="unknown buffer")  # fmt: skip
+                    ok = False
+                    continue
+                if b in owners:
+                    self.err(codes.PIPE, p.loc, f"buffer `{b}` belongs to pipe `{owners[b].name}` already",
+                             secondary=(Label(owners[b].loc, "first pipe"),))  # fmt: skip
+                    ok = False
+                owners[b] = p
+                stages.add(info.stages)
+                nbytes += info.stage_bytes
+            if None in stages:
+                self.err(codes.PIPE, p.loc, f"the buffers of pipe `{p.name}` must be rings of stages "
+                         f"(`smem b: bf16[S][...]`)", spec=True)  # fmt: skip
+                ok = False
+            elif len(stages) > 1:
+                self.err(codes.PIPE, p.loc, f"the buffers of pipe `{p.name}` have different stage counts "
+                         f"({', '.join(map(str, sorted(stages)))})", spec=True,  # type: ignore[arg-type]
+                         help="a pipe's stages hold one stage of each of its buffers: give them one count")
+                ok = False
+            if ok and stages:
+                (count,) = stages
+                out[p.name] = PipeInfo(p, count or 1, p.buffers, p.producers, p.consumers,
+                                       pipes.full_barrier(p.name), pipes.empty_barrier(p.name), nbytes)  # fmt: skip
+        return out
 
     def dtype_of(self, name: str, loc: Loc) -> DType | None:
         if name in DTYPE_NAMES:
@@ -284,12 +348,14 @@ class KernelChecker:
         """An attribute that must be known when the kernel is compiled."""
         self.const(*value_what)
 
-    def op(self, resolved: tuple[n.Op, Primitive, tuple[OperandPlan, ...], tuple[OperandPlan, ...]]) -> None:
-        """Type a resolved operation (its primitive, output and input operands; its attributes are
-        steps of their own, just before it): the operands' dtypes and shapes, its primitive's rule."""
-        op, prim, outs, ins = resolved
+    def op(self, resolved: tuple[n.Op, Primitive, tuple[OperandPlan, ...], tuple[OperandPlan, ...], dict]) -> None:
+        """Type a resolved operation (its primitive, output and input operands, derived attributes;
+        its written attributes are steps of their own, just before it): the operands' dtypes and
+        shapes, its primitive's rule."""
+        op, prim, outs, ins, derived = resolved
         operand = self.operand
-        typed = TypedOpImpl(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role)
+        typed = TypedOpImpl(op, prim, tuple(map(operand, outs)), tuple(map(operand, ins)), self.role,
+                            dict(derived))  # fmt: skip
         model = self.model
         model.ops.append(typed)
         model.by_op[id(op)] = typed

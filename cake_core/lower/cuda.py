@@ -48,6 +48,8 @@ def storage(dtype: DType) -> str:
 def c_name(name: str) -> str:
     if name == "self":
         return "cake_self"
+    if "#" in name:  # a counter the compiler keeps (a pipe's stages taken): no kernel can name it
+        return "cake_" + name.replace("#", "_")
     if name in CXX_KEYWORDS or name.startswith("cake_"):
         return f"{name}_"
     return name
@@ -370,6 +372,7 @@ class KernelLowering:
                 verb = "inc" if r.regs > entry else "dec"
                 if r.regs != entry:
                     self.line(f'asm volatile("setmaxnreg.{verb}.sync.aligned.u32 {r.regs};");')
+            self.declare_binds(r)
             self.block(r.role.body)
             self.depth -= 1
             self.line("}")
@@ -414,16 +417,35 @@ class KernelLowering:
             elif isinstance(s, n.Op):
                 self.op(self.model.typed(s))
 
+    def declare_binds(self, r: RoleInfo) -> None:
+        """The role's stage names and counters (:meth:`~cake_core.ir.primitive.Primitive.binds`), declared
+        once at the role's start (a stage name a loop takes again carries over its iterations);
+        counters start at 0."""
+        names: dict[str, bool] = {}
+        for t in self.model.ops:
+            if t.role is r:
+                for b in t.prim.binds(t):
+                    names[c_name(b.name)] = b.counter
+        for ctype, counter in (("int", False), ("unsigned", True)):
+            decl = [f"{x} = 0" for x, c in names.items() if c is counter]
+            if decl:
+                self.line(f"[[maybe_unused]] {ctype} {', '.join(decl)};")
+
     def rview_decl(self, s: n.RegDecl) -> RegView:
         info = self.model.regs[s.name]
         return RegView(c_name(s.name), info.dtype, info.layout)
 
     def op(self, typed: TypedOpImpl) -> None:
+        from cake_core.ir.printer import expr as expr_text
         from cake_core.ir.printer import op as op_text
 
-        self.line(f"// {typed.op.loc.file.rsplit('/', 1)[-1]}:{typed.op.loc.line}: {op_text(typed.op)}")
+        derived = "".join(f", {k}={expr_text(v)}" for k, v in typed.derived.items())
+        derived = f"  [derived{derived[1:]}]" if derived else ""
+        self.line(f"// {typed.op.loc.file.rsplit('/', 1)[-1]}:{typed.op.loc.line}: {op_text(typed.op)}{derived}")
         try:
             typed.prim.lower(typed, self)
+            for b in typed.prim.binds(typed):
+                self.line(f"{c_name(b.name)} = {self.c(b.value)};")
         except NotLowerable as exc:
             raise CakeUserError(
                 f"{typed.op.loc}: `{typed.op.name}` cannot be lowered for {self.target.name} "

@@ -45,7 +45,8 @@ class TmaLoad(Primitive):
         outs=[Slot("dst", {Kind.SHARED}, Access.WRITE, async_proxy=True, asynchronous=True)],
         ins=[
             Slot("src", {Kind.GLOBAL}, Access.READ, async_proxy=True, asynchronous=True, masked_always=True),
-            Slot("bar", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.COMPLETE_TX),
+            Slot("bar", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.COMPLETE_TX, optional=True,
+                 doc="the barrier the copy completes on; derived, and left out, for a copy into a pipe's stage"),
         ],
     )
 
@@ -81,7 +82,7 @@ class TmaLoad(Primitive):
         tmap = ctx.tensor_map_for(src, dst)
         sh = ctx.sview(dst)
         g = ctx.gview(src)
-        bar = ctx.barrier_addr(op.ins[1])
+        bar = ctx.barrier_addr(op.operand("bar"))
         # coordinates innermost first; the innermost advances by one swizzle panel per copy
         coords = list(reversed(g.starts))
         rank = len(coords)
@@ -129,7 +130,7 @@ class MbarrierWait(Primitive):
         pass  # the interpreter blocks on the barrier itself
 
     def lower(self, op: TypedOp, ctx) -> None:
-        ctx.helper("mbar_wait", _MBAR_WAIT)
+        ctx.helper("mbar_wait", MBAR_WAIT)
         ctx.line(f"cake_mbar_wait({ctx.barrier_addr(op.ins[0])}, (unsigned)({ctx.c(op.attr('parity'))}) & 1u);")
 
 
@@ -363,7 +364,7 @@ class FenceProxyAsync(Primitive):
         ctx.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
 
 
-_MBAR_WAIT = r"""
+MBAR_WAIT = r"""
 __device__ __forceinline__ void cake_mbar_wait(unsigned addr, unsigned parity) {
   unsigned done;
   do {

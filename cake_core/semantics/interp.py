@@ -52,7 +52,9 @@ interpreter never looks at primitive names. Per execution, in order:
    ``arrive_expect_tx`` (both). ``complete_tx`` signals the effect's ``amount``, else the transfer's
    bytes. Effect expressions are evaluated where the operation runs, with ``THREADS`` bound to the
    threads of the role instance;
-7. ``group_commit = G`` closes the open group ``G``.
+7. ``group_commit = G`` closes the open group ``G``;
+8. the primitive's binds (:meth:`~cake_core.ir.primitive.Primitive.binds`) are assigned in order: the
+   stage a pipe operation took, and its pipe's counter (every instance starts each at 0).
 
 When an instance finishes, its open and committed groups complete; copies still in flight when every
 instance has finished complete at the end of the CTA.
@@ -106,6 +108,7 @@ from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import host_array
 from cake_core.ir import nodes as n
+from cake_core.ir import pipes
 from cake_core.ir.exprs import Compiled, EvalError, evaluate
 from cake_core.location import UNKNOWN
 from cake_core.ir.primitive import Access, ExecFault, Kind
@@ -316,6 +319,8 @@ class Interpreter:
         cta = InterpCta(model, coords, globals_, shared, barriers)
         base = dict(kenv)
         base.update(coords)
+        for p in model.pipes:
+            base[pipes.counter(p)] = 0
         for info in model.roles:
             for inst in range(info.instances):
                 env = dict(base)
@@ -495,5 +500,9 @@ class Interpreter:
         # 7. group commit
         if prim.group_commit is not None:
             a.group(prim.group_commit).commit()
+
+        # 8. what the operation binds (a pipe stage) and the counters it advances
+        for b in info.binds:
+            a.env[b.name] = self.eval(a, b.value, op)
 
         yield None

@@ -18,7 +18,7 @@ import numpy as np
 from cake_core.errors import CakeInternalError
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import WORDS
-from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Operand, Primitive
+from cake_core.ir.primitive import Access, BarrierAction, Bind, Effect, Kind, Operand, Primitive
 from cake_core.ir.model import TypedOpImpl
 from cake_core.semantics import codes, reports
 from cake_core.semantics.barriers import BarState
@@ -50,6 +50,7 @@ class OpInfo:
     signals: tuple[Effect, ...]  # arrive, expect_tx, arrive_expect_tx (after executing)
     completes: tuple[Effect, ...]  # complete_tx
     asynchronous: bool
+    binds: tuple[Bind, ...]  # what the operation assigns once it has run
 
     @classmethod
     def of(cls, typed: TypedOpImpl) -> OpInfo:
@@ -64,7 +65,7 @@ class OpInfo:
             tuple(e for e in bars if e.barrier in (BarrierAction.ARRIVE, BarrierAction.EXPECT_TX,
                                                    BarrierAction.ARRIVE_EXPECT_TX)),
             tuple(e for e in bars if e.barrier is BarrierAction.COMPLETE_TX),
-            any(e.asynchronous for e in tiles),
+            any(e.asynchronous for e in tiles), tuple(prim.binds(typed)),
         )  # fmt: skip
 
     @property

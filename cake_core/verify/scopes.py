@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.pipes import stages_expr
 from cake_core.verify.bounds import Bound, Bounder
 from cake_core.verify.linear import Form, Lin, Linearizer, Var
 from cake_core.verify.shapes import ShapeDomain
@@ -68,10 +69,26 @@ def binders(model: KernelModel) -> dict[int, tuple[Binder, ...]]:
                 block(s.orelse, chain + (Binder(BinderKind.GUARD, value=s.cond, negate=True),))
             elif isinstance(s, n.Op):
                 out[id(s)] = chain
+                stage = _stage_binder(model, s)
+                if stage is not None:
+                    chain = chain + (stage,)
 
     for info in model.roles:
         block(info.role.body, grid + (Binder(BinderKind.SELF, "self", count=info.instances),))
     return out
+
+
+def _stage_binder(model: KernelModel, op: n.Op) -> Binder | None:
+    """The stage a pipe operation names for the rest of its block, as a variable over the pipe's
+    stages (which one it is depends on the role instance's count of stages taken)."""
+    typed = model.by_op.get(id(op))
+    if typed is None or not typed.outs or not typed.outs[0].slot.binds:
+        return None
+    pipe = model.kernel.pipe(typed.ins[0].name or "")
+    if pipe is None:
+        return None
+    # the stage count as written: binders are shared by every specialization of the kernel
+    return Binder(BinderKind.LOOP, typed.outs[0].name or "", n.Num(0), stages_expr(model.kernel, pipe))
 
 
 @attrs.define(eq=False)

@@ -26,6 +26,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.exprs import Compiled, EvalError, Fn
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.model import KernelModel
+from cake_core.ir.pipes import counter
 from cake_core.semantics.engine import instance_words
 from cake_core.verify.facts import OpFacts, is_proxy_fence
 from cake_core.verify.replay import Replay, ReplayResult
@@ -115,6 +116,7 @@ class Plan:
     group_commit: str | None = None
     group_wait: str | None = None
     asynchronous: bool = False  # some shared access completes after issue, or the operation signals complete-tx
+    binds: list[tuple[str, Fn]] = attrs.field(factory=list)  # what the operation assigns once it has run
 
 
 def compiler(model: KernelModel) -> Compiled:
@@ -175,8 +177,9 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
         or prim.group_commit is not None or prim.group_wait is not None or is_proxy_fence(prim)
     )  # fmt: skip
     asynchronous = bool(completes) or any(e.asynchronous for *_, e in accesses)
-    return Plan(of, waits, signals, completes, accesses, pending, relevant, prim.cta_barrier, prim.group,
-                    prim.group_commit, prim.group_wait, asynchronous)  # fmt: skip
+    binds = [(b.name, comp(b.value)) for b in prim.binds(of.typed)]
+    return Plan(of, waits, signals, completes, accesses, pending, relevant or bool(binds), prim.cta_barrier,
+                prim.group, prim.group_commit, prim.group_wait, asynchronous, binds)  # fmt: skip
 
 
 class _TooLong(Exception):
@@ -226,7 +229,10 @@ class Walker:
         for ins in prog:
             kind = ins[0]
             if kind == _OP:
-                out.append(self._step(ins[1], env, inst, loops, len(out)))
+                p = ins[1]
+                out.append(self._step(p, env, inst, loops, len(out)))
+                for name, fn in p.binds:
+                    env[name] = fn(env)
                 self.count += 1
                 if self.count > self.budget:
                     raise _TooLong
@@ -321,6 +327,8 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
             base[p.name] = 1
     for v in model.kernel.grid.vars:
         base[v] = 0
+    for p in model.pipes:
+        base[counter(p)] = 0
     instances: list[Instance] = []
     traces: list[list[Step]] = []
     walker = Walker(budget)

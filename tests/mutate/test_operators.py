@@ -176,7 +176,7 @@ def _hopper() -> tuple[Judge, Subject]:
 
     from cake_core.problems import kmeans_assign
 
-    path = Path(kmeans_assign.__file__).parent / "schedules" / "hopper.cake"
+    path = Path(kmeans_assign.__file__).parent / "schedules" / "explicit" / "hopper.cake"
     subject = Subject.load("hopper.cake", path.read_text(), _prims(), KMEANS_ASSIGN)
     subject.exerciser = ProblemExerciser(KMEANS_ASSIGN, shapes=SMALL, extra=())
     return Judge(_registry()), subject

@@ -415,7 +415,7 @@ HOPPER_BUGS = {
 @pytest.mark.parametrize("bug", sorted(HOPPER_BUGS))
 def test_hopper_protocol_bugs_are_found(compile_cake, schedule_text, bug):
     old, new, codes = HOPPER_BUGS[bug]
-    checked = _mutant(compile_cake, schedule_text, old, new, name="hopper")
+    checked = _mutant(compile_cake, schedule_text, old, new, name="explicit/hopper")
     shape = {"B": 1, "N": 300, "K": 300, "D": 128}
     for policy in ("sequential", "random"):
         _, result = _run_kmeans(checked, shape, "bf16", policy=policy, sms=1)

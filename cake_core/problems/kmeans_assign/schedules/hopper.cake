@@ -33,29 +33,23 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
   smem xs: T[XS][BM, D] swizzle 128B
   smem cs: T[S][BN, D] swizzle 128B
   smem csq: f32[S][BN]
-  barrier xfull: mbarrier[XS] count 1
-  barrier xempty: mbarrier[XS] count 128 * WG
-  barrier cfull: mbarrier[S] count 1
-  barrier cempty: mbarrier[S] count 128 * WG
+  # rings from the producer to the consumers: their barriers, stage indices, phase parities, arrival
+  # counts and transaction bytes are derived by the compiler
+  pipe xring: producer -> consumers of xs
+  pipe cring: producer -> consumers of cs, csq
   role producer warps 0..4 regs 40:
     let TILES = B * cdiv(N, BM)
     let G = min(SMS, TILES)
     let NC = cdiv(K, BN)
     for tile in w .. TILES step G:
-      let it = (tile - w) / G
       let b = tile / cdiv(N, BM)
       let t = tile % cdiv(N, BM)
-      let xb = it % XS
-      mbarrier.wait xempty[xb], parity=(it / XS + 1) % 2
-      mbarrier.arrive.expect_tx xfull[xb], bytes=BM * D * 2
-      tma.load xs[xb] <- x[b, t * BM : +BM, :], xfull[xb]
+      pipe.acquire xb <- xring
+      tma.load xs[xb] <- x[b, t * BM : +BM, :]
       for kt in 0 .. NC:
-        let g = it * NC + kt
-        let s = g % S
-        mbarrier.wait cempty[s], parity=(g / S + 1) % 2
-        mbarrier.arrive.expect_tx cfull[s], bytes=BN * D * 2 + BN * 4
-        tma.load cs[s] <- c[b, kt * BN : +BN, :], cfull[s]
-        tma.load csq[s] <- c_sq[b, kt * BN : +BN], cfull[s]
+        pipe.acquire s <- cring
+        tma.load cs[s] <- c[b, kt * BN : +BN, :]
+        tma.load csq[s] <- c_sq[b, kt * BN : +BN]
   role consumers warps 4..4 + 4 * WG per 4 regs 232:
     reg acc: f32[ROWS, BN] layout wgmma_acc
     reg bv: f32[ROWS] layout wgmma_rows
@@ -64,22 +58,18 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
     let G = min(SMS, TILES)
     let NC = cdiv(K, BN)
     for tile in w .. TILES step G:
-      let it = (tile - w) / G
       let b = tile / cdiv(N, BM)
       let t = tile % cdiv(N, BM)
-      let xb = it % XS
       fill bv, value=inf
       fill bi, value=-1
-      mbarrier.wait xfull[xb], parity=(it / XS) % 2
+      pipe.wait xb <- xring
       for kt in 0 .. NC:
-        let g = it * NC + kt
-        let s = g % S
-        mbarrier.wait cfull[s], parity=(g / S) % 2
+        pipe.wait s <- cring
         wgmma acc <- xs[xb][self * ROWS : +ROWS, :], cs[s]^T, accumulate=0
         wgmma.commit
         wgmma.wait pending=0
         argmin.update bv, bi <- acc, csq[s], base=kt * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[s]
-      mbarrier.arrive xempty[xb]
+        pipe.release cring[s]
+      pipe.release xring[xb]
       argmin.reduce bv, bi <- bv, bi
       store out[b, t * BM + self * ROWS : +ROWS] <- bi, oob=skip

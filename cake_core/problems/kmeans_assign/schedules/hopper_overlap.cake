@@ -32,29 +32,23 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
   smem xs: T[XS][BM, D] swizzle 128B
   smem cs: T[S][BN, D] swizzle 128B
   smem csq: f32[S][BN]
-  barrier xfull: mbarrier[XS] count 1
-  barrier xempty: mbarrier[XS] count 128 * WG
-  barrier cfull: mbarrier[S] count 1
-  barrier cempty: mbarrier[S] count 128 * WG
+  # rings from the producer to the consumers: their barriers, stage indices, phase parities, arrival
+  # counts and transaction bytes are derived by the compiler
+  pipe xring: producer -> consumers of xs
+  pipe cring: producer -> consumers of cs, csq
   role producer warps 0..4 regs 40:
     let TILES = B * cdiv(N, BM)
     let G = min(SMS, TILES)
     let NC = cdiv(K, BN)
     for tile in w .. TILES step G:
-      let it = (tile - w) / G
       let b = tile / cdiv(N, BM)
       let t = tile % cdiv(N, BM)
-      let xb = it % XS
-      mbarrier.wait xempty[xb], parity=(it / XS + 1) % 2
-      mbarrier.arrive.expect_tx xfull[xb], bytes=BM * D * 2
-      tma.load xs[xb] <- x[b, t * BM : +BM, :], xfull[xb]
+      pipe.acquire xb <- xring
+      tma.load xs[xb] <- x[b, t * BM : +BM, :]
       for kt in 0 .. NC:
-        let g = it * NC + kt
-        let s = g % S
-        mbarrier.wait cempty[s], parity=(g / S + 1) % 2
-        mbarrier.arrive.expect_tx cfull[s], bytes=BN * D * 2 + BN * 4
-        tma.load cs[s] <- c[b, kt * BN : +BN, :], cfull[s]
-        tma.load csq[s] <- c_sq[b, kt * BN : +BN], cfull[s]
+        pipe.acquire s <- cring
+        tma.load cs[s] <- c[b, kt * BN : +BN, :]
+        tma.load csq[s] <- c_sq[b, kt * BN : +BN]
   role consumers warps 4..4 + 4 * WG per 4 regs 232:
     # two accumulators: the tensor cores work on the next centroid tile while the CUDA cores fold the
     # previous one into the running argmin
@@ -66,49 +60,45 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
     let G = min(SMS, TILES)
     let NC = cdiv(K, BN)
     for tile in w .. TILES step G:
-      let it = (tile - w) / G
       let b = tile / cdiv(N, BM)
       let t = tile % cdiv(N, BM)
-      let xb = it % XS
-      let g0 = it * NC
       fill bv, value=inf
       fill bi, value=-1
-      mbarrier.wait xfull[xb], parity=(it / XS) % 2
-      mbarrier.wait cfull[g0 % S], parity=(g0 / S) % 2
-      wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[g0 % S]^T, accumulate=0
+      pipe.wait xb <- xring
+      pipe.wait s0 <- cring
+      wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[s0]^T, accumulate=0
       wgmma.commit
-      # steady state, two centroid tiles a trip: each folds one accumulator while the other multiplies
+      # steady state, two centroid tiles a trip: each folds one accumulator while the other multiplies;
+      # the stage in s0 is carried from one trip to the next
       for p in 0 .. (NC - 1) / 2:
-        let g = g0 + 2 * p
-        mbarrier.wait cfull[(g + 1) % S], parity=(g + 1) / S % 2
-        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 1) % S]^T, accumulate=0
+        pipe.wait s1 <- cring
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[s1]^T, accumulate=0
         wgmma.commit
         wgmma.wait acc0, pending=1
-        argmin.update bv, bi <- acc0, csq[g % S], base=2 * p * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[g % S]
-        mbarrier.wait cfull[(g + 2) % S], parity=(g + 2) / S % 2
-        wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 2) % S]^T, accumulate=0
+        argmin.update bv, bi <- acc0, csq[s0], base=2 * p * BN, scale=-2.0, limit=K
+        pipe.release cring[s0]
+        pipe.wait s0 <- cring
+        wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[s0]^T, accumulate=0
         wgmma.commit
         wgmma.wait acc1, pending=1
-        argmin.update bv, bi <- acc1, csq[(g + 1) % S], base=(2 * p + 1) * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[(g + 1) % S]
+        argmin.update bv, bi <- acc1, csq[s1], base=(2 * p + 1) * BN, scale=-2.0, limit=K
+        pipe.release cring[s1]
       # the last one or two tiles: acc0 holds tile kl
       let kl = (NC - 1) / 2 * 2
-      let gl = g0 + kl
       if kl + 1 < NC:
-        mbarrier.wait cfull[(gl + 1) % S], parity=(gl + 1) / S % 2
-        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(gl + 1) % S]^T, accumulate=0
+        pipe.wait s1 <- cring
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[s1]^T, accumulate=0
         wgmma.commit
         wgmma.wait acc0, pending=1
-        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[gl % S]
+        argmin.update bv, bi <- acc0, csq[s0], base=kl * BN, scale=-2.0, limit=K
+        pipe.release cring[s0]
         wgmma.wait pending=0
-        argmin.update bv, bi <- acc1, csq[(gl + 1) % S], base=(kl + 1) * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[(gl + 1) % S]
+        argmin.update bv, bi <- acc1, csq[s1], base=(kl + 1) * BN, scale=-2.0, limit=K
+        pipe.release cring[s1]
       else:
         wgmma.wait pending=0
-        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
-        mbarrier.arrive cempty[gl % S]
-      mbarrier.arrive xempty[xb]
+        argmin.update bv, bi <- acc0, csq[s0], base=kl * BN, scale=-2.0, limit=K
+        pipe.release cring[s0]
+      pipe.release xring[xb]
       argmin.reduce bv, bi <- bv, bi
       store out[b, t * BM + self * ROWS : +ROWS] <- bi, oob=skip

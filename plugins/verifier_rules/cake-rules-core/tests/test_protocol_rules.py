@@ -13,7 +13,7 @@ import pytest
 from cake_core import cli
 from cake_core.verify.runner import verify_source
 
-SCHEDULE = Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "hopper.cake"
+SCHEDULE = Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "explicit" / "hopper.cake"
 #: the schedule's one known finding (see test_schedules): kept out of these comparisons
 STRIDE = "CR118"
 

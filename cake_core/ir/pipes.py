@@ -1,0 +1,257 @@
+"""Pipes: what the compiler derives from a ``pipe`` declaration and the operations that name it.
+
+A pipe ``pipe cring: producer -> consumers of cs, csq`` is a ring of shared-memory stages (its
+buffers' stages) handed from a producer role to its consumer roles. The author writes what happens —
+``pipe.acquire s <- cring`` (wait until the next stage is free, then arm it), the copies into
+``cs[s]``, ``pipe.wait s <- cring`` (wait until the next stage is full), ``pipe.release cring[s]`` —
+and the compiler derives the numbers:
+
+* two mbarrier rings per pipe (:func:`barrier_decls`): ``cring.full``, count 1, which the producer's
+  acquire arms with the transaction bytes of the copies issued into the stage and those copies
+  complete; and ``cring.empty``, whose count is every thread of every consumer instance;
+* which stage each acquire and wait takes: each role instance counts the stages it has taken from
+  the pipe (a counter no kernel can name, :func:`counter`), so the ``n``-th is stage ``n % S``;
+* the phase parity each waits for: ``(n / S) % 2`` for a consumer's wait on ``full``, one phase
+  behind, ``(n / S + 1) % 2``, for the producer's wait on ``empty`` (every stage starts free);
+* the bytes an acquire expects (:func:`derive_bytes`): the full boxes of the copies into the stage it
+  acquired, issued after it in its block.
+
+The operations that use these are :mod:`cake_core.primitives.pipes`; the verifier's pipe rules read
+:func:`holders` (which stages each operation may touch) and the simulated traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import attrs
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.diagnostic import Diagnostic, Label
+from cake_core.ir import nodes as n
+from cake_core.ir.primitive import Access, BarrierAction, Kind, numel, static_shape
+
+#: the sides of a pipe a role plays
+PRODUCER, CONSUMER = "producer", "consumer"
+
+
+def full_barrier(pipe: str) -> str:
+    """The barrier ring a pipe's stages fill on."""
+    return f"{pipe}.full"
+
+
+def empty_barrier(pipe: str) -> str:
+    """The barrier ring a pipe's consumers release its stages on."""
+    return f"{pipe}.empty"
+
+
+def counter(pipe: str) -> str:
+    """The role-instance counter of the stages taken from ``pipe`` (no kernel can write the name)."""
+    return f"{pipe}#n"
+
+
+def stages_expr(k: n.Kernel, p: n.Pipe) -> n.Expr:
+    """The pipe's stage count as written: its first buffer's (sema checks that they agree)."""
+    for b in p.buffers:
+        s = k.buffer(b)
+        if s is not None and s.stages is not None:
+            return s.stages
+    return n.Num(1)
+
+
+def barrier_decls(k: n.Kernel) -> tuple[n.Barrier, ...]:
+    """The barrier rings derived for every pipe of ``k``, located at the pipe's declaration."""
+    out = []
+    for p in k.pipes:
+        stages = stages_expr(k, p)
+        threads: n.Expr | None = None
+        for name in p.consumers:
+            r = next((r for r in k.roles if r.name == name), None)
+            if r is None:
+                continue
+            t = n.Bin("*", n.Bin("-", r.warp_stop, r.warp_start), n.Num(32))
+            threads = t if threads is None else n.Bin("+", threads, t)
+        out.append(n.Barrier(full_barrier(p.name), "mbarrier", n.Num(1), stages, loc=p.loc))
+        out.append(n.Barrier(empty_barrier(p.name), "mbarrier", threads or n.Num(1), stages, loc=p.loc))
+    return tuple(out)
+
+
+def take(k: n.Kernel, p: n.Pipe, side: str) -> dict[str, n.Expr]:
+    """The derived attributes of an operation that takes the next stage of ``p`` (``pipe.acquire``
+    on the producer's side, ``pipe.wait`` on a consumer's): ``stage`` and ``parity`` over the
+    role instance's counter."""
+    s = stages_expr(k, p)
+    pos = n.Name(counter(p.name))
+    phase = n.Bin("/", pos, s)
+    if side == PRODUCER:
+        phase = n.Bin("+", phase, n.Num(1))
+    return {"stage": n.Bin("%", pos, s), "parity": n.Bin("%", phase, n.Num(2))}
+
+
+def advance(p: str) -> n.Expr:
+    """The counter of ``p`` after one more stage is taken."""
+    return n.Bin("+", n.Name(counter(p)), n.Num(1))
+
+
+def owner(k: n.Kernel) -> dict[str, n.Pipe]:
+    """Which pipe owns each shared buffer a pipe names."""
+    return {b: p for p in k.pipes for b in p.buffers}
+
+
+def side_of(p: n.Pipe, role: str) -> str | None:
+    if role in p.producers:
+        return PRODUCER
+    if role in p.consumers:
+        return CONSUMER
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# What each operation may touch
+# ---------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Holding:
+    """A stage name in scope at an operation: the pipe it is a stage of, the side that took it, and
+    the operation that last bound it on the way there."""
+
+    pipe: str
+    side: str
+    bound_by: n.Op
+
+
+def holders(k: n.Kernel, pipe_ops: frozenset[str]) -> dict[int, dict[str, Holding]]:
+    """For every operation (by ``id``), the stage names bound by pipe operations (``pipe_ops``: the
+    primitives whose outputs bind stages) that are in scope there, and what each holds. A name bound
+    again inside a nested block (a loop carrying the stage of the last iteration) holds the latest
+    binding of the enclosing walk."""
+    out: dict[int, dict[str, Holding]] = {}
+
+    def block(body: tuple[n.Stmt, ...], role: str, held: dict[str, Holding]) -> None:
+        held = dict(held)
+        for s in body:
+            if isinstance(s, n.Op):
+                out[id(s)] = held
+                if s.name in pipe_ops and s.outs and s.ins and isinstance(s.outs[0], n.Name):
+                    p = pipe_named(s.ins[0])
+                    pipe = k.pipe(p) if p else None
+                    if pipe is not None:
+                        side = side_of(pipe, role)
+                        if side is not None:
+                            held = {**held, s.outs[0].id: Holding(pipe.name, side, s)}
+            elif isinstance(s, n.Let):
+                held.pop(s.name, None)
+            elif isinstance(s, n.For):
+                block(s.body, role, held)
+            elif isinstance(s, n.If):
+                block(s.then, role, held)
+                block(s.orelse, role, held)
+
+    for r in k.roles:
+        block(r.body, r.name, {})
+    return out
+
+
+def pipe_named(e: n.Expr | None) -> str | None:
+    """The name an operation's pipe operand gives (``cring`` or ``cring[s]``)."""
+    if isinstance(e, n.Name):
+        return e.id
+    if isinstance(e, n.Ref):
+        return e.name
+    return None
+
+
+def stage_name(e: n.Expr | None) -> str | None:
+    """The name a stage index is, when it is one name (``cs[s]``), else None."""
+    return e.id if isinstance(e, n.Name) else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Transaction bytes
+# ---------------------------------------------------------------------------------------------------
+
+
+def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> Iterator[Diagnostic]:
+    """Sets the ``bytes`` an acquire expects on each ``pipe.acquire`` of one role body (``typed``:
+    its typed operations by ``id``): the full-box bytes of the asynchronous copies into the stage
+    it bound, issued after it in the same block, before the next acquire of the pipe. Yields what
+    stops a count from being known when the kernel is compiled: a copy into the stage in a nested
+    block (it may run any number of times), a copy whose box is not static."""
+    for body in _blocks(role_body):
+        for i, s in enumerate(body):
+            t = typed.get(id(s)) if isinstance(s, n.Op) else None
+            if t is None or "bytes" not in t.prim.derives:
+                continue
+            pipe = t.ins[0].name
+            handle = stage_name(s.outs[0]) if s.outs else None
+            full = full_barrier(pipe)
+            total = 0
+            copies: list[n.Op] = []
+            for later in body[i + 1 :]:
+                if isinstance(later, n.Op):
+                    lt = typed.get(id(later))
+                    if lt is None:
+                        continue
+                    if lt.prim is t.prim and lt.ins[0].name == pipe:
+                        break  # the next acquire of this pipe: its copies are its own
+                    for e in lt.prim.effects(lt):
+                        if e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and (
+                            stage_name(e.operand.stage) == handle
+                        ):
+                            nbytes = _copy_bytes(lt)
+                            if nbytes is None:
+                                yield codes.PIPE.at(
+                                    later.loc, f"the bytes `{later.name}` copies into a stage of pipe `{pipe}` "
+                                    "are not known when the kernel is compiled",
+                                    label="box size not static",
+                                    help="give the copy a box of compile-time extents",
+                                )  # fmt: skip
+                            else:
+                                total += nbytes
+                                copies.append(later)
+                else:
+                    for inner in _ops(later):
+                        lt = typed.get(id(inner))
+                        if lt is None:
+                            continue
+                        for e in lt.prim.effects(lt):
+                            if e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and (
+                                stage_name(e.operand.stage) == handle
+                            ):
+                                yield codes.PIPE.at(
+                                    inner.loc, f"a copy into stage `{handle}` of pipe `{pipe}` is issued inside a "
+                                    f"nested block: the bytes its acquire expects would depend on how often it runs",
+                                    label="inside a loop or condition",
+                                    secondary=(Label(s.loc, "the stage is acquired here"),),
+                                    help="issue the copies into a stage in the block of its `pipe.acquire`",
+                                )  # fmt: skip
+            t.derived["bytes"] = n.Num(total)
+
+
+def _copy_bytes(t: object) -> int | None:
+    """Full-box bytes of an operation's asynchronous writes to shared memory (None: not static)."""
+    total = 0
+    for e in t.prim.effects(t):  # type: ignore[attr-defined]
+        if e.asynchronous and e.tier is Kind.SHARED and e.access in (Access.WRITE, Access.READWRITE):
+            shape = static_shape(e.operand)
+            if shape is None or e.operand.dtype is None:
+                return None
+            total += numel(shape) * e.operand.dtype.bytes
+    return total
+
+
+def _blocks(body: tuple[n.Stmt, ...]) -> Iterator[tuple[n.Stmt, ...]]:
+    yield body
+    for s in body:
+        if isinstance(s, n.For):
+            yield from _blocks(s.body)
+        elif isinstance(s, n.If):
+            yield from _blocks(s.then)
+            yield from _blocks(s.orelse)
+
+
+def _ops(s: n.Stmt) -> Iterator[n.Op]:
+    for x in n.walk_stmts((s,)):
+        if isinstance(x, n.Op):
+            yield x

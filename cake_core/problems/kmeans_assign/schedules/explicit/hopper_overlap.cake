@@ -1,0 +1,116 @@
+# target: h200
+# The explicit form of `../hopper_overlap.cake`: every mbarrier, stage index, phase parity and expect-tx byte
+# count written by hand. Kept to check that form and to time the pipe construct against it.
+# K-Means assignment on Hopper: a persistent, warp-specialized kernel. One producer warpgroup streams
+# each CTA's rows of x and every centroid tile through TMA into 128B-swizzled shared memory, gated by
+# mbarriers; two consumer warpgroups multiply with wgmma straight from shared memory and fold each
+# centroid tile into a running argmin in registers. Distances never leave the SM.
+program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])
+  domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
+  # rows of c_sq padded to a multiple of 4 floats: the tensor map over it needs 16-byte row strides
+  buffer c_sq: global f32[B, cdiv(K, 4) * 4]
+  launch centroid_norms(c, c_sq)
+  launch assign(x, c, c_sq, out)
+
+# ||c||^2 for every centroid, one row per thread
+kernel centroid_norms(c: global T[B, K, D], c_sq: global f32[B, KP])
+  domain T in {bf16, f16}, B >= 1, K >= 1, KP >= K, D in {64, 128, 256}
+  const R = 128
+  grid (t, b) over (cdiv(K, R), B)
+  cta warps 4
+  role all warps 0..4:
+    reg s: f32[R, 1] layout rows
+    sumsq s <- c[b, t * R : +R, :], oob=zero
+    store c_sq[b, t * R : +R] <- s, oob=skip
+
+kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP], out: global i32[B, N])
+  domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, KP % 4 == 0, KP >= K, D in {64, 128, 256}
+  # 192 KiB of shared memory for every D: deeper rings where rows are short
+  const BM = 128, BN = 128, WG = 2
+  const S = 512 / D, XS = 256 / D
+  const ROWS = BM / WG
+  grid (w) over (min(SMS, B * cdiv(N, BM)))
+  cta warps 4 + 4 * WG occupancy 1
+  smem xs: T[XS][BM, D] swizzle 128B
+  smem cs: T[S][BN, D] swizzle 128B
+  smem csq: f32[S][BN]
+  barrier xfull: mbarrier[XS] count 1
+  barrier xempty: mbarrier[XS] count 128 * WG
+  barrier cfull: mbarrier[S] count 1
+  barrier cempty: mbarrier[S] count 128 * WG
+  role producer warps 0..4 regs 40:
+    let TILES = B * cdiv(N, BM)
+    let G = min(SMS, TILES)
+    let NC = cdiv(K, BN)
+    for tile in w .. TILES step G:
+      let it = (tile - w) / G
+      let b = tile / cdiv(N, BM)
+      let t = tile % cdiv(N, BM)
+      let xb = it % XS
+      mbarrier.wait xempty[xb], parity=(it / XS + 1) % 2
+      mbarrier.arrive.expect_tx xfull[xb], bytes=BM * D * 2
+      tma.load xs[xb] <- x[b, t * BM : +BM, :], xfull[xb]
+      for kt in 0 .. NC:
+        let g = it * NC + kt
+        let s = g % S
+        mbarrier.wait cempty[s], parity=(g / S + 1) % 2
+        mbarrier.arrive.expect_tx cfull[s], bytes=BN * D * 2 + BN * 4
+        tma.load cs[s] <- c[b, kt * BN : +BN, :], cfull[s]
+        tma.load csq[s] <- c_sq[b, kt * BN : +BN], cfull[s]
+  role consumers warps 4..4 + 4 * WG per 4 regs 232:
+    # two accumulators: the tensor cores work on the next centroid tile while the CUDA cores fold the
+    # previous one into the running argmin
+    reg acc0: f32[ROWS, BN] layout wgmma_acc
+    reg acc1: f32[ROWS, BN] layout wgmma_acc
+    reg bv: f32[ROWS] layout wgmma_rows
+    reg bi: i32[ROWS] layout wgmma_rows
+    let TILES = B * cdiv(N, BM)
+    let G = min(SMS, TILES)
+    let NC = cdiv(K, BN)
+    for tile in w .. TILES step G:
+      let it = (tile - w) / G
+      let b = tile / cdiv(N, BM)
+      let t = tile % cdiv(N, BM)
+      let xb = it % XS
+      let g0 = it * NC
+      fill bv, value=inf
+      fill bi, value=-1
+      mbarrier.wait xfull[xb], parity=(it / XS) % 2
+      mbarrier.wait cfull[g0 % S], parity=(g0 / S) % 2
+      wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[g0 % S]^T, accumulate=0
+      wgmma.commit
+      # steady state, two centroid tiles a trip: each folds one accumulator while the other multiplies
+      for p in 0 .. (NC - 1) / 2:
+        let g = g0 + 2 * p
+        mbarrier.wait cfull[(g + 1) % S], parity=(g + 1) / S % 2
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 1) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc0, pending=1
+        argmin.update bv, bi <- acc0, csq[g % S], base=2 * p * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[g % S]
+        mbarrier.wait cfull[(g + 2) % S], parity=(g + 2) / S % 2
+        wgmma acc0 <- xs[xb][self * ROWS : +ROWS, :], cs[(g + 2) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc1, pending=1
+        argmin.update bv, bi <- acc1, csq[(g + 1) % S], base=(2 * p + 1) * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[(g + 1) % S]
+      # the last one or two tiles: acc0 holds tile kl
+      let kl = (NC - 1) / 2 * 2
+      let gl = g0 + kl
+      if kl + 1 < NC:
+        mbarrier.wait cfull[(gl + 1) % S], parity=(gl + 1) / S % 2
+        wgmma acc1 <- xs[xb][self * ROWS : +ROWS, :], cs[(gl + 1) % S]^T, accumulate=0
+        wgmma.commit
+        wgmma.wait acc0, pending=1
+        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[gl % S]
+        wgmma.wait pending=0
+        argmin.update bv, bi <- acc1, csq[(gl + 1) % S], base=(kl + 1) * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[(gl + 1) % S]
+      else:
+        wgmma.wait pending=0
+        argmin.update bv, bi <- acc0, csq[gl % S], base=kl * BN, scale=-2.0, limit=K
+        mbarrier.arrive cempty[gl % S]
+      mbarrier.arrive xempty[xb]
+      argmin.reduce bv, bi <- bv, bi
+      store out[b, t * BM + self * ROWS : +ROWS] <- bi, oob=skip
