@@ -11,7 +11,7 @@ flash-kmeans is autotuned before anything is timed (tuning outside the timed reg
 what "every norm it needs" asks) and given precomputed (`flash-kmeans(x_sq given)`, the figure its
 users see inside a K-Means loop). The gate compares against the faster of the two.
 
-Usage: python bench/kmeans_assign.py [--runs 3] [--reps 50] [--schedules hopper,ampere]
+Usage: python bench/kmeans_assign.py [--runs 3] [--reps 50] [--schedules hopper,explicit/hopper,ampere]
        [--cells default|all] [--out FILE.json]
 """
 
@@ -147,8 +147,10 @@ def main() -> int:
             out = torch.empty((B, N), dtype=torch.int32, device="cuda")
             impls = {}
             for name in [s for s in args.schedules.split(",") if s]:
-                path = Path(name) if "/" in name else SCHEDULES / f"{name}.cake"
-                name = path.stem
+                # a committed schedule by its name under schedules/ (`hopper`, `explicit/hopper`), or a path
+                path = SCHEDULES / f"{name}.cake"
+                if not path.exists():
+                    path, name = Path(name), Path(name).stem
                 launcher = CakeLauncher(path, target, shape, dtype,
                                         {"x": dev["x"], "c": dev["c"], "out": out})  # fmt: skip
                 impls[f"cake:{name}"] = launcher
