@@ -421,15 +421,15 @@ class KernelLowering:
         """The role's stage names and counters (:meth:`~cake_core.ir.primitive.Primitive.binds`), declared
         once at the role's start (a stage name a loop takes again carries over its iterations);
         counters start at 0."""
-        names: dict[str, bool] = {}
+        names: dict[str, None] = {}
         for t in self.model.ops:
             if t.role is r:
                 for b in t.prim.binds(t):
-                    names[c_name(b.name)] = b.counter
-        for ctype, counter in (("int", False), ("unsigned", True)):
-            decl = [f"{x} = 0" for x, c in names.items() if c is counter]
-            if decl:
-                self.line(f"[[maybe_unused]] {ctype} {', '.join(decl)};")
+                    names[c_name(b.name)] = None
+        if names:
+            # signed, as loop variables are: ptxas then keeps a producer's barrier addresses in uniform
+            # registers (measured in the SASS of hopper.cake; unsigned counters lose that)
+            self.line(f"[[maybe_unused]] int {', '.join(f'{x} = 0' for x in names)};")
 
     def rview_decl(self, s: n.RegDecl) -> RegView:
         info = self.model.regs[s.name]
