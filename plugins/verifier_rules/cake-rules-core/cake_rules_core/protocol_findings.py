@@ -45,7 +45,7 @@ from cake_core.verify.replay import Conflict
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.traces import SampleRun, Step
 
-from cake_rules_core.rings import Release, empty_wait, release_of, unawaited_refill
+from cake_rules_core.rings import Release, arrives_on, empty_wait, release_of, unawaited_refill
 
 PROTOCOL_RULES = ("CR111", "CR112", "CR113", "CR114", "CR115", "CR116", "CR117")
 
@@ -493,9 +493,11 @@ def _unawaited_refill(p: Protocol, run: SampleRun, c: Conflict, ring: Release) -
     since its writer last filled the stage, whoever the replay found it racing with (a reader of the
     previous contents, or the writer's own earlier copy still in flight)."""
     write, reader = (c.other, c.step) if c.kind == "raw" else (c.step, c.other)
+    if c.kind == "raw" and not _read_what_it_waited_for(c):
+        return None  # the read is not ordered after any fill of its stage: read before full (CR115)
     x = next((a for a in write.accesses if a.write and a.buffer == c.buffer and a.stage is not None), None)
-    if x is None or x.stage is None:
-        return None
+    if x is None or x.stage is None or not 0 <= x.stage < (p.model.barriers[ring.barrier].stages or 1):
+        return None  # (a stage outside the ring is CR108's)
     others = unawaited_refill(run.traces[write.inst], write, c.buffer, x.stage, ring.barrier)
     if others is None:
         return None
@@ -508,7 +510,8 @@ def _unawaited_refill(p: Protocol, run: SampleRun, c: Conflict, ring: Release) -
     if read is not None:  # the replay met a reader of the stage
         who = run.instances[reader.inst].who
         secondary.append(Label(read.effect.operand.expr.loc, f"{who} reads the stage here{_at(reader)}"))
-        release = _next_arrival(run.traces[reader.inst], reader, ring.barrier, x.stage)
+        later = run.traces[reader.inst][reader.pos :]
+        release = next((s for s in later if arrives_on(s, ring.barrier, x.stage)), None)
         release_loc = release.op.loc if release is not None else ring.arrivals[0][0].typed.op.loc
     else:  # it met another write (the writer's own copy in flight): the readers are the declared ones
         roles = list(dict.fromkeys(of.role.role.name for of, _ in ring.reads))
@@ -532,12 +535,15 @@ def _unawaited_refill(p: Protocol, run: SampleRun, c: Conflict, ring: Release) -
     )  # fmt: skip
 
 
-def _next_arrival(trace: list[Step], after: Step, barrier: str, stage: int) -> Step | None:
-    """The first arrival of ``trace`` on ``barrier[stage]`` at or after ``after``."""
-    for s in trace[after.pos :]:
-        if any(act is BarrierAction.ARRIVE and name == barrier and stg == stage for act, name, stg, *_ in s.signals):
-            return s
-    return None
+def _read_what_it_waited_for(c: Conflict) -> bool:
+    """Whether the reader of the raw conflict ``c`` waited, in the read's iteration, on the stage the
+    write completes (for an earlier phase): it reads the stage's previous contents, which the write
+    overwrites."""
+    if not c.signals:
+        return False
+    name, stage, _ = c.signals[0]
+    last = c.waits.get(name)
+    return last is not None and last[0] == stage and _same_iteration(last[2], c.step)
 
 
 def _early_release(p: Protocol, run: SampleRun, c: Conflict, ring: Release | None, wait: Step | None) -> Step | None:
@@ -547,12 +553,8 @@ def _early_release(p: Protocol, run: SampleRun, c: Conflict, ring: Release | Non
     if wait is None:
         return None
     if ring is not None:
-        stage = c.access.stage
-        for s in reversed(run.traces[c.step.inst][wait.pos + 1 : c.step.pos]):
-            if any(act is BarrierAction.ARRIVE and name == ring.barrier and stg == stage
-                   for act, name, stg, *_ in s.signals):  # fmt: skip
-                return s
-        return None
+        between = run.traces[c.step.inst][wait.pos + 1 : c.step.pos]
+        return next((s for s in reversed(between) if arrives_on(s, ring.barrier, c.access.stage)), None)
     rel = c.released
     if rel is None or rel.pos <= wait.pos:
         return None

@@ -27,7 +27,7 @@ from cake_core.ir.printer import expr as text
 from cake_core.verify.facts import KernelFacts, OpFacts
 from cake_core.verify.traces import Step
 
-__all__ = ["Release", "empty_wait", "release_of", "unawaited_refill"]
+__all__ = ["Release", "arrives_on", "empty_wait", "release_of", "unawaited_refill"]
 
 _READS = (Access.READ, Access.READWRITE)
 
@@ -70,6 +70,11 @@ def release_of(kf: KernelFacts, buffer: str) -> Release | None:
     ((name, arrivals),) = candidates.items()
     releasing = {of.role.role.name for of, _ in arrivals}
     return Release(name, tuple((of, e) for of, e in reads if of.role.role.name in releasing), tuple(arrivals))
+
+
+def arrives_on(step: Step, barrier: str, stage: int | None) -> bool:
+    """Whether ``step`` arrives (a plain arrival, as a reader's release is) on ``barrier[stage]``."""
+    return any(act is BarrierAction.ARRIVE and name == barrier and stg == stage for act, name, stg, *_ in step.signals)
 
 
 def unawaited_refill(trace: list[Step], w: Step, buffer: str, stage: int, barrier: str) -> tuple[Step, ...] | None:
