@@ -4,10 +4,10 @@ Each kernel model is simulated at every run-time size's least admissible value (
 *grown* assignments (:meth:`Sizes.at`): each size that the kernel divides by a constant ``c``
 (``cdiv(N, c)``, ``N / c``, ``N % c``) is ``k * c``, snapped to the domain's ranges and divisibility.
 Sizes the kernel never divides keep their least value; scalar parameters are 1. Every assignment is
-completed to satisfy the domain's relations between sizes (``KP >= K``: :meth:`ShapeDomain.complete`). The target constant
-``SMS`` is simulated as :data:`SIM_SMS` when no compile-time declaration uses it, so persistent loops
-(``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes: a protocol must
-not depend on the machine's size.
+completed to satisfy the domain's relations between sizes (``KP >= K``: :meth:`ShapeDomain.complete`).
+The target constant ``SMS`` is simulated as :data:`SIM_SMS` when no compile-time declaration uses it,
+so persistent loops (``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes:
+a protocol must not depend on the machine's size.
 """
 
 from __future__ import annotations
