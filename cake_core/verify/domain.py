@@ -48,7 +48,9 @@ multiples of every constant written in the
 kernel, a fixed list of small and large values (up to 65521 and 65536), all snapped to the
 divisibility clauses and clipped to the ranges; scalar parameters take -1, 0, 1, 2 and 65536. All
 combinations are tried when there are at most 4096, else each size is varied over its values while
-the others take a small, a middle and a large one. Loop and grid ranges longer than 64 are sampled at
+the others take a small, a middle and a large one. Where the domain relates sizes (``KP >= K``,
+``N % K == 0``), each combination is completed to one that satisfies every clause (a size moved to
+the nearest value its relations admit) or dropped, so a witness never quotes inadmissible sizes. Loop and grid ranges longer than 64 are sampled at
 their ends, their middle and around multiples of the kernel's constants from either end. A size
 assignment for which a symbolic lower bound already holds is skipped, and the search stops after
 60000 concrete evaluations. The first failing evaluation is a :class:`Witness` naming the sizes and

@@ -3,10 +3,11 @@
 Each kernel model is simulated at every run-time size's least admissible value (at least 1), and at
 *grown* assignments (:meth:`Sizes.at`): each size that the kernel divides by a constant ``c``
 (``cdiv(N, c)``, ``N / c``, ``N % c``) is ``k * c``, snapped to the domain's ranges and divisibility.
-Sizes the kernel never divides keep their least value; scalar parameters are 1. The target constant
-``SMS`` is simulated as :data:`SIM_SMS` when no compile-time declaration uses it, so persistent loops
-(``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes: a protocol must
-not depend on the machine's size.
+Sizes the kernel never divides keep their least value; scalar parameters are 1. Every assignment is
+completed to satisfy the domain's relations between sizes (``KP >= K``: :meth:`ShapeDomain.complete`).
+The target constant ``SMS`` is simulated as :data:`SIM_SMS` when no compile-time declaration uses it,
+so persistent loops (``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes:
+a protocol must not depend on the machine's size.
 """
 
 from __future__ import annotations
@@ -150,14 +151,19 @@ class Sizes:
     small: tuple[tuple[str, int], ...]
     ranges: tuple[tuple[str, int, int | None, int, int], ...]  # name, lo, hi, modulus, divisor
     sms: int | None
+    shape: ShapeDomain = attrs.field(eq=False)
 
     def at(self, k: int) -> Sample:
-        """Every size the kernel divides by a constant ``c`` at about ``k * c``; the others at their least."""
-        out = []
+        """Every size the kernel divides by a constant ``c`` at about ``k * c``; the others at their least;
+        completed to satisfy the domain's relations (the least sizes where they cannot be)."""
+        out = {}
         for (name, least), (_, lo, hi, mod, unit) in zip(self.small, self.ranges, strict=True):
             grown = _snap(k * unit, lo, hi, mod) if unit > 1 else None
-            out.append((name, least if grown is None else grown))
-        return Sample(tuple(out), self.sms)
+            out[name] = least if grown is None else grown
+        full = self.shape.complete(out)
+        if full is None:
+            return Sample(self.small, self.sms)
+        return Sample(tuple((name, full[name]) for name, _ in self.small), self.sms)
 
 
 def sizes(model: KernelModel) -> Sizes | None:
@@ -169,11 +175,14 @@ def sizes(model: KernelModel) -> Sizes | None:
     if "SMS" in model.env and not per_kernel(model, "protocol uses SMS", _uses_sms_at_compile_time):
         sms = SIM_SMS
     unit = _divisors(model, shape.sizes)
-    small, ranges = [], []
+    least, ranges = {}, []
     for name, r in sorted(shape.sizes.items()):
-        least = _snap(1, r.lo, r.hi, r.modulus)
-        if least is None:
+        v = _snap(1, r.lo, r.hi, r.modulus)
+        if v is None:
             return None
-        small.append((name, least))
+        least[name] = v
         ranges.append((name, r.lo, r.hi, r.modulus, unit[name]))
-    return Sizes(tuple(small), tuple(ranges), sms)
+    small = shape.complete(least)
+    if small is None:
+        return None
+    return Sizes(tuple((name, small[name]) for name in least), tuple(ranges), sms, shape)

@@ -1,27 +1,33 @@
 """The shape domain of a kernel under one specialization: the admissible values of each run-time size.
 
 A run-time size ranges over ``lo <= v <= hi`` with ``v % modulus == 0`` (:class:`SizeRange`), from
-the kernel's ``domain`` clauses; :class:`ShapeDomain` holds every size's range and the scalar
-parameters, minimizes a :class:`~cake_core.verify.linear.Form` over the sizes in closed form, and gives
-the sample values the witness search tries for each size.
+the kernel's ``domain`` clauses; a clause that bounds a size by other run-time sizes (``KP >= K``,
+``N % K == 0``) is a :class:`Relation`. :class:`ShapeDomain` holds every size's range, the relations
+and the scalar parameters; it minimizes a :class:`~cake_core.verify.linear.Form` over the ranges in
+closed form (relations only narrow the domain, so a bound over the ranges holds over it), gives the
+sample values the witness search tries for each size, and completes sampled sizes into an assignment
+that satisfies every clause (:meth:`ShapeDomain.complete`), so that no size quoted in a diagnostic
+contradicts the domain.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import attrs
 
+from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.printer import expr as text
 
 if TYPE_CHECKING:
     from cake_core.ir.model import KernelModel
     from cake_core.verify.linear import Form
 
-__all__ = ["BASE_SAMPLES", "DENSE", "ShapeDomain", "SizeRange"]
+__all__ = ["BASE_SAMPLES", "DENSE", "Relation", "ShapeDomain", "SizeRange"]
 
 DENSE = 16  # the least admissible values of a size are all tried (a bounded range this short, entirely)
 #: Values every size is tried at (after snapping to the domain), besides those the kernel suggests.
@@ -64,25 +70,76 @@ class SizeRange:
         return ", ".join(parts)
 
 
+    def up(self, v: int) -> int | None:
+        """The least admissible value at least ``v``; None past the top."""
+        x = max(v, self.lo)
+        x = -(-x // self.modulus) * self.modulus
+        return None if self.hi is not None and x > self.hi else x
+
+    def down(self, v: int) -> int | None:
+        """The greatest admissible value at most ``v``; None below the bottom."""
+        x = v if self.hi is None else min(v, self.hi)
+        x = (x // self.modulus) * self.modulus
+        return None if x < self.lo else x
+
+
+@attrs.frozen
+class Relation:
+    """A domain clause bounding a run-time size by an expression of other sizes: ``var op value``, with
+    ``op`` one of ``>=``, ``<=`` and ``%`` (``var`` is a multiple of ``value``)."""
+
+    var: str
+    op: str
+    value: n.Expr
+
+    def fix(self, v: int, bound: int, r: SizeRange) -> int | None:
+        """The admissible value of ``var`` nearest ``v`` that satisfies the clause where its value is
+        ``bound``: raised to a lower bound, lowered to an upper bound, rounded up to a multiple; None
+        where the range has no such value."""
+        if self.op == ">=":
+            return v if v >= bound else r.up(bound)
+        if self.op == "<=":
+            return v if v <= bound else r.down(bound)
+        if bound <= 0:
+            return None
+        if v % bound == 0:
+            return v
+        m = math.lcm(bound, r.modulus)
+        x = r.up(-(-v // m) * m)
+        return x if x is not None and x % m == 0 else None
+
+    def describe(self) -> str:
+        if self.op == "%":
+            return f"{self.var} % {text(self.value)} == 0"
+        return f"{self.var} {self.op} {text(self.value)}"
+
+
 @attrs.define
 class ShapeDomain:
     """The run-time part of a kernel's shape domain under one specialization."""
 
     sizes: dict[str, SizeRange]
     scalars: frozenset[str]
+    relations: tuple[Relation, ...] = ()
+    #: the compile-time values the relations mention
+    env: dict[str, object] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, model: KernelModel) -> ShapeDomain:
         lo: dict[str, int] = {s: 0 for s in model.runtime_sizes}
         hi: dict[str, int | None] = {s: None for s in model.runtime_sizes}
         mod: dict[str, int] = {s: 1 for s in model.runtime_sizes}
+        relations: list[Relation] = []
         for c in model.kernel.domain:
             if c.var not in lo or not c.values:
                 continue
             try:
                 v = evaluate(c.values[0], model.env)
             except EvalError:
-                continue  # a bound in terms of another run-time size: dropped (the domain only widens)
+                names = {x.id for x in n.walk_expr(c.values[0]) if isinstance(x, n.Name)}
+                if c.op in (">=", "<=", "%") and names <= set(lo) | set(model.env):
+                    relations.append(Relation(c.var, c.op, c.values[0]))  # in terms of other run-time sizes
+                continue
             if not isinstance(v, int) or isinstance(v, bool):
                 continue
             if c.op == ">=":
@@ -98,11 +155,45 @@ class ShapeDomain:
             h = hi[s]
             sizes[s] = SizeRange(s, -(-max(lo[s], 0) // m) * m, None if h is None else (h // m) * m, m)
         scalars = frozenset(p.name for p in model.kernel.params if p.tier == "scalar")
-        return cls(sizes, scalars)
+        return cls(sizes, scalars, tuple(relations), dict(model.env) if relations else {})
 
     def empty(self) -> bool:
-        """Whether no size assignment is admissible (a contradictory domain)."""
+        """Whether no size assignment is admissible (a contradictory domain; relations aside)."""
         return any(r.hi is not None and r.hi < r.lo for r in self.sizes.values())
+
+    def describe(self) -> str:
+        """Every clause, one size's ranges at a time, then the relations: ``N >= 1; KP >= 0; KP >= K``."""
+        parts = [r.describe() for r in self.sizes.values()] + [x.describe() for x in self.relations]
+        return "; ".join(parts)
+
+    def complete(self, values: Mapping[str, int]) -> dict[str, int] | None:
+        """``values`` (admissible values of some run-time sizes) completed to an assignment of every size
+        that satisfies every clause: the other sizes at their least, then each size a relation bounds
+        moved to the nearest value it admits, until nothing moves; None where that fails (a relation
+        no value satisfies, or moves that do not settle)."""
+        out = {s: r.lo for s, r in self.sizes.items()}
+        out.update(values)
+        if not self.relations:
+            return out
+        env: dict[str, object] = dict(self.env)
+        for _ in range(len(self.relations) + 1):
+            moved = False
+            for rel in self.relations:
+                env.update(out)
+                try:
+                    bound = evaluate(rel.value, env)
+                except EvalError:
+                    return None
+                if not isinstance(bound, int) or isinstance(bound, bool):
+                    return None
+                v = rel.fix(out[rel.var], bound, self.sizes[rel.var])
+                if v is None:
+                    return None
+                if v != out[rel.var]:
+                    out[rel.var], moved = v, True
+            if not moved:
+                return out
+        return None
 
     def min_of(self, f: Form) -> Fraction | None:
         """The least value of ``f`` over the domain; None when it is unbounded below."""

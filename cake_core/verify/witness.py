@@ -105,7 +105,26 @@ class WitnessSearch:
 
     def size_assignments(self, names: Sequence[str]) -> Iterator[tuple[int, ...]]:
         """The witness set over ``names`` (run-time sizes and scalars; see :mod:`cake_core.verify.domain`),
-        each assignment a tuple of values in the order of ``names``."""
+        each assignment a tuple of values in the order of ``names``. Where the domain relates sizes
+        (``KP >= K``), each sampled assignment is completed to one that satisfies every clause
+        (:meth:`~cake_core.verify.shapes.ShapeDomain.complete`), or left out where none is found."""
+        if not self.shape.relations:
+            yield from self._sampled(names)
+            return
+        sizes = self.shape.sizes
+        seen: set[tuple[int, ...]] = set()
+        for key in self._sampled(names):
+            full = self.shape.complete({s: v for s, v in zip(names, key, strict=True) if s in sizes})
+            if full is None:
+                continue
+            key = tuple(full.get(s, v) for s, v in zip(names, key, strict=True))
+            if key not in seen:
+                seen.add(key)
+                yield key
+
+    def _sampled(self, names: Sequence[str]) -> Iterator[tuple[int, ...]]:
+        """The sample values of ``names`` combined: every combination where there are at most
+        :data:`SIZE_COMBOS`, else each name varied while the others take a small, a middle and a large one."""
         per = [self._samples(s) for s in names]
         if math.prod(len(v) for v in per) <= SIZE_COMBOS:
             yield from itertools.product(*per)

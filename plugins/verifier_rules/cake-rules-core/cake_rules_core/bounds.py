@@ -56,7 +56,7 @@ kernel k(x: global f32[N], out: global f32[N])
 
     def check(self, ctx: RuleContext) -> Iterator[Diagnostic]:
         seen: set[tuple] = set()
-        domain_words = "; ".join(r.describe() for r in ctx.domain.shape.sizes.values()) or "no run-time sizes"
+        domain_words = ctx.domain.shape.describe() or "no run-time sizes"
         for av in ctx.domain.accesses():
             if av.verdict.status is not Status.VIOLATED or av.verdict.witness is None:
                 continue

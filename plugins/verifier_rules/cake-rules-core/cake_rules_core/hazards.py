@@ -60,6 +60,14 @@ producer refilling a ring stage waits on the stage's empty barrier for the phase
 complete after their last read. The rule reports a write with no such order — a missing empty wait, a
 wait on the wrong stage, or consumers that release a stage before the asynchronous operation reading
 it (a `wgmma` in flight) has finished.
+
+The finding blames the cause. A refill of a ring stage with no wait on the ring's empty barrier since
+the writer last filled that stage is reported at the refill, with the readers' read and their
+release as secondary labels and the wait it needs spelled out; the empty barrier of a ring is the
+ring of barriers as deep as the buffer that no copy completes and that the buffer's readers arrive
+on (where two qualify, the one they arrive on at the stage index they read: `xs[xb]`, `xempty[xb]`).
+Where the writer did wait, and a reader arrived on the empty barrier before its read, the early
+arrival is named as the cause.
 {_REPLAY}
 ## Why is this bad?
 The producer's copy lands in a stage a consumer is still reading: the consumer mixes two tiles. Like

@@ -45,6 +45,8 @@ from cake_core.verify.replay import Conflict
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.traces import SampleRun, Step
 
+from cake_rules_core.rings import Release, arrives_on, empty_wait, release_of, unawaited_refill
+
 PROTOCOL_RULES = ("CR111", "CR112", "CR113", "CR114", "CR115", "CR116", "CR117")
 
 
@@ -396,6 +398,11 @@ def _replayed(p: Protocol, run: SampleRun, out: _Collector) -> None:
 
 
 def _conflict(p: Protocol, run: SampleRun, c: Conflict) -> Finding:
+    ring = release_of(p.facts, c.buffer)
+    if ring is not None:
+        refill = _unawaited_refill(p, run, c, ring)
+        if refill is not None:
+            return refill
     who = run.instances[c.step.inst].who
     other_who = run.instances[c.other.inst].who
     region = _region(c)
@@ -406,10 +413,8 @@ def _conflict(p: Protocol, run: SampleRun, c: Conflict) -> Finding:
             name, stage, phase = c.signals[0]
             where = _stage(p.model.barriers, name, stage)
             last = c.waits.get(name)
-            rel = c.released
-            if last is not None and last[0] == stage and rel is not None and rel.pos > last[2].pos and _releases_to(
-                p, rel, run.instances[c.other.inst].role
-            ):
+            rel = _early_release(p, run, c, ring, last[2] if last is not None and last[0] == stage else None)
+            if rel is not None:
                 # the reader waited for the stage, then released it, then read it: the refill that lands
                 # under the read is an overwrite before empty, and the early release is its cause
                 return Finding(
@@ -483,12 +488,80 @@ def _conflict(p: Protocol, run: SampleRun, c: Conflict) -> Finding:
     )  # fmt: skip
 
 
-def _releases_to(p: Protocol, arrival: Step, role: str) -> bool:
-    """Whether ``arrival`` arrives on a barrier that some operation of ``role`` waits on."""
-    names = {name for act, name, *_ in arrival.signals if act in (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX)}
-    return any(
-        of.role.role.name == role for name in names for of, _ in p.facts.actions(name, BarrierAction.WAIT)
+def _unawaited_refill(p: Protocol, run: SampleRun, c: Conflict, ring: Release) -> Finding | None:
+    """CR116 blamed on the write: a refill of a ring stage that did not wait on the ring's empty barrier
+    since its writer last filled the stage, whoever the replay found it racing with (a reader of the
+    previous contents, or the writer's own earlier copy still in flight)."""
+    write, reader = (c.other, c.step) if c.kind == "raw" else (c.step, c.other)
+    if c.kind == "raw" and not _read_what_it_waited_for(c):
+        return None  # the read is not ordered after any fill of its stage: read before full (CR115)
+    x = next((a for a in write.accesses if a.write and a.buffer == c.buffer and a.stage is not None), None)
+    if x is None or x.stage is None or not 0 <= x.stage < (p.model.barriers[ring.barrier].stages or 1):
+        return None  # (a stage outside the ring is CR108's)
+    others = unawaited_refill(run.traces[write.inst], write, c.buffer, x.stage, ring.barrier)
+    if others is None:
+        return None
+    empty = _stage(p.model.barriers, ring.barrier, x.stage)
+    wait = empty_wait(p.model, write.facts.role.role, ring.barrier, x.effect.operand.stage)
+    secondary: list[Label] = []
+    read = c.access if c.kind == "raw" else next(
+        (a for a in reader.accesses if a.read and a.buffer == c.buffer and reader.inst != write.inst), None
     )
+    if read is not None:  # the replay met a reader of the stage
+        who = run.instances[reader.inst].who
+        secondary.append(Label(read.effect.operand.expr.loc, f"{who} reads the stage here{_at(reader)}"))
+        later = run.traces[reader.inst][reader.pos :]
+        release = next((s for s in later if arrives_on(s, ring.barrier, x.stage)), None)
+        release_loc = release.op.loc if release is not None else ring.arrivals[0][0].typed.op.loc
+    else:  # it met another write (the writer's own copy in flight): the readers are the declared ones
+        roles = list(dict.fromkeys(of.role.role.name for of, _ in ring.reads))
+        who = " and ".join(f"role `{r}`" for r in roles)
+        for of, e in ring.reads:
+            secondary.append(Label(e.operand.expr.loc, f"role `{of.role.role.name}` reads the stage here"))
+        release_loc = ring.arrivals[0][0].typed.op.loc
+    secondary.append(Label(release_loc, f"and releases it here, arriving on `{ring.barrier}`"))
+    for s in others:
+        secondary.append(Label(s.op.loc, f"this wait{_at(s)} is on another stage of `{ring.barrier}`"))
+    return Finding(
+        "CR116", x.effect.operand.expr.loc,
+        f"{run.instances[write.inst].who} refills `{text(x.effect.operand.expr)}`{_at(write)} without waiting on "
+        f"{empty} since it last filled the stage: {who} may still be reading the stage's previous contents, "
+        f"which it releases by arriving on {empty}{run.sample.when}",
+        label="overwrite before empty",
+        secondary=tuple(dict.fromkeys(secondary)),
+        notes=_notes(run),
+        help=f"wait for the stage to be empty before `{write.op.name}`: `{wait}` (the readers complete that phase "
+        "when they release the stage; the first wait on each stage passes at once)",
+    )  # fmt: skip
+
+
+def _read_what_it_waited_for(c: Conflict) -> bool:
+    """Whether the reader of the raw conflict ``c`` waited, in the read's iteration, on the stage the
+    write completes (for an earlier phase): it reads the stage's previous contents, which the write
+    overwrites."""
+    if not c.signals:
+        return False
+    name, stage, _ = c.signals[0]
+    last = c.waits.get(name)
+    return last is not None and last[0] == stage and _same_iteration(last[2], c.step)
+
+
+def _early_release(p: Protocol, run: SampleRun, c: Conflict, ring: Release | None, wait: Step | None) -> Step | None:
+    """The reader's arrival that released the stage between its wait for it (``wait``) and the read of
+    the raw conflict ``c``: on the ring's empty barrier at the stage read where the ring has one, else
+    the reader's last arrival, where it arrives on a barrier the writer's role waits on."""
+    if wait is None:
+        return None
+    if ring is not None:
+        between = run.traces[c.step.inst][wait.pos + 1 : c.step.pos]
+        return next((s for s in reversed(between) if arrives_on(s, ring.barrier, c.access.stage)), None)
+    rel = c.released
+    if rel is None or rel.pos <= wait.pos:
+        return None
+    names = {name for act, name, *_ in rel.signals if act in (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX)}
+    role = run.instances[c.other.inst].role
+    waited = any(of.role.role.name == role for name in names for of, _ in p.facts.actions(name, BarrierAction.WAIT))
+    return rel if waited else None
 
 
 def _same_iteration(wait: Step, access: Step) -> bool:

@@ -21,6 +21,9 @@ HOPPER_BUGS = {
     # the producer refills a ring slot the consumers may still be reading
     "no-empty-wait": ("        mbarrier.wait cempty[s], parity=(g / S + 1) % 2\n", "", "CR116",
                       "tma.load cs[s] <- c[b, kt * BN : +BN, :], cfull[s]"),
+    # the producer refills the x stage the consumers may still be reading (at D=256 its ring has one stage)
+    "no-x-empty-wait": ("      mbarrier.wait xempty[xb], parity=(it / XS + 1) % 2\n", "", "CR116",
+                        "tma.load xs[xb] <- x[b, t * BM : +BM, :], xfull[xb]"),
     # the consumers read a slot before its copy landed
     "no-full-wait": ("        mbarrier.wait cfull[s], parity=(g / S) % 2\n", "", "CR115",
                      "wgmma acc <- xs[xb][self * ROWS : +ROWS, :], cs[s]^T, accumulate=0"),
@@ -58,6 +61,60 @@ def test_planted_protocol_bugs_are_refused_by_the_rule_that_names_them(pack_regi
     line = next(i for i, t in enumerate(mutant.splitlines(), 1) if where in t)
     assert (code, line) in found, report.diagnostics
     assert {c for c, _ in found} == {code}, report.diagnostics  # one mistake, one rule
+
+
+def _mutant(pack_registry, bug: str):
+    """The diagnostics of one planted bug (the schedule's known finding left out), and its lines."""
+    old, new, _, _ = HOPPER_BUGS[bug]
+    mutant = SCHEDULE.read_text().replace(old, new)
+    report = verify_source(mutant, f"hopper_{bug}.cake", pack_registry.get("targets", "h200"), pack_registry)
+    return [d for d in report.diagnostics if d.code != STRIDE], mutant.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("bug", "copy", "release", "wait"),
+    [
+        ("no-empty-wait", "tma.load cs[s]", "mbarrier.arrive cempty[s]",
+         "mbarrier.wait cempty[s], parity=(g / S + 1) % 2"),
+        ("no-x-empty-wait", "tma.load xs[xb]", "mbarrier.arrive xempty[xb]",
+         "mbarrier.wait xempty[xb], parity=(it / XS + 1) % 2"),
+    ],
+)  # fmt: skip
+def test_a_missing_empty_wait_is_blamed_on_the_refill(pack_registry, bug, copy, release, wait) -> None:
+    diags, lines = _mutant(pack_registry, bug)
+
+    def line(where: str) -> int:
+        return next(i for i, t in enumerate(lines, 1) if where in t)
+
+    (d, *_) = [d for d in diags if d.primary.line == line(copy)]
+    assert d.code == "CR116"
+    barrier = release.split()[1].split("[")[0]
+    assert f"without waiting on `{barrier}[0]` since it last filled the stage: role `consumers`" in d.message
+    stage = copy.split()[1]
+    assert d.primary.col == lines[d.primary.line - 1].index(stage) + 1  # the stage it overwrites
+    labels = {s.loc.line: s.message for s in d.secondary}
+    assert "reads the stage here" in labels[line("wgmma acc <-")]
+    assert labels[line(release)] == f"and releases it here, arriving on `{barrier}`"
+    other = "mbarrier.arrive xempty[xb]" if barrier == "cempty" else "mbarrier.arrive cempty[s]"
+    assert line(other) not in labels  # never the release of the other ring
+    assert f"`{wait}`" in (d.help or "")
+
+
+def test_a_refill_racing_its_own_copy_names_the_declared_readers(registry) -> None:
+    (d,) = _diags(registry, "CR116/invalid_x_ring_refilled_without_its_wait.cake")
+    assert d.message.startswith(
+        "role `producer` refills `xs[xb]` (at i=2) without waiting on `xempty[0]` since it last filled the stage"
+    )
+    assert [s.message for s in d.secondary] == [
+        "role `consumer` reads the stage here", "and releases it here, arriving on `xempty`",
+    ]  # fmt: skip
+    assert "`mbarrier.wait xempty[xb], parity=(i / S + 1) % 2`" in (d.help or "")
+
+
+def test_a_wait_on_another_stage_is_pointed_at(registry) -> None:
+    (d,) = _diags(registry, "CR116/invalid_empty_wait_skipped_on_odd_tiles.cake")
+    assert "refills `cs[s]` (at kt=3) without waiting on `empty[1]`" in d.message
+    assert "this wait (at kt=2) is on another stage of `empty`" in [s.message for s in d.secondary]
 
 
 def _diags(registry, rel: str):
@@ -115,3 +172,10 @@ def test_cr117_names_what_publishes_the_write(registry) -> None:
     assert {s.message for s in d.secondary} == {
         "`mbarrier.arrive` publishes it", "`fixture.bulk_store` reads `buf` through the async proxy",
     }  # fmt: skip
+
+
+def test_a_release_before_the_read_is_still_blamed_on_the_release(registry) -> None:
+    # the producer waited for the release, so the refill is not the cause: the early arrival is
+    (d,) = _diags(registry, "CR116/invalid_release_before_the_read.cake")
+    assert "role `consumer` released the stage at line 28 (at kt=0) before its `wgmma` at line 29" in d.message
+    assert [(s.loc.line, s.message) for s in d.secondary] == [(28, "released here"), (29, "read after the release")]
