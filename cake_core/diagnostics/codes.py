@@ -219,6 +219,7 @@ def per_fix(role: n.Role, warps: int, per: int, size: int) -> dict[str, Any]:
         "its own tile)",
     }
 
+
 CORE_CODES: dict[str, Code] = {
     c.code: c
     for c in (SYNTAX, UNKNOWN_NAME, DUPLICATE_NAME, UNKNOWN_PRIMITIVE, OPERANDS, TYPES, ATTRIBUTES,
