@@ -7,10 +7,15 @@ example, and what to write instead.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import attrs
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 from cake_core.location import Loc
+
+if TYPE_CHECKING:
+    from cake_core.ir import nodes as n
 
 
 @attrs.frozen
@@ -182,17 +187,23 @@ The launcher passes arguments by position.
 LAYOUT = _code("CK010", "bad-layout", "a register layout that does not exist or does not fit", """
 ## What it checks
 A register tile's layout is one the core knows, its arguments fit the role's warps (a warp grid of
-`mma_acc(WM, WN)` multiplies to the role's warps per instance), and the tile divides into the
-layout's fragments.
+`mma_acc(WM, WN)` multiplies to the role's warps per instance; `wgmma_acc` and `wgmma_rows` belong to
+one warpgroup, an instance of 4 warps), and the tile divides into the layout's fragments. Where
+another instance size (`per`) that splits the role's warps would make the tile fit, the help says
+which.
 
 ## Why
 The fragment layout decides which thread holds which element; a wrong one cannot be lowered.
 
 ## Example
     reg acc: f32[128, 128] layout mma_acc(4, 4)     # role has 8 warps
+    role consumers warps 4..12:                     # one instance of 8 warps
+      reg acc: f32[128, 128] layout wgmma_acc       # a warpgroup's accumulator: 4 warps
 
 ## Use instead
     reg acc: f32[128, 128] layout mma_acc(4, 2)
+    role consumers warps 4..12 per 4:               # two warpgroups; `self` numbers them
+      reg acc: f32[128, 128] layout wgmma_acc
 """)
 
 PIPE = _code("CK011", "bad-pipe", "a pipe declared or used in a way its derived barriers cannot follow", """
@@ -217,6 +228,19 @@ derivation assumes; a pipe outside them would get numbers that are wrong, so it 
     pipe xring: producer -> consumers of xs
     pipe cring: producer -> consumers of cs
 """)
+
+def per_fix(role: n.Role, warps: int, per: int, size: int) -> dict[str, Any]:
+    """The secondary span and help of a :data:`LAYOUT` finding that instances of ``size`` warps would
+    fix, for ``role`` (``warps`` warps in instances of ``per``): keyword arguments of :meth:`Code.at`."""
+    now = f"one instance of {per} warps" if per == warps else f"instances of {per} warps"
+    split = f"{warps // size} instance{'s' if warps // size > 1 else ''} of {size} warps"
+    edit = f"write `per {size}` after its warp range" if role.per is None else f"write `per {size}`, not `per {per}`"
+    return {
+        "secondary": (Label(role.loc, f"role `{role.name}` is {now}"),),
+        "help": f"split role `{role.name}` into {split}: {edit} (`self` numbers the instances; each holds "
+        "its own tile)",
+    }
+
 
 CORE_CODES: dict[str, Code] = {
     c.code: c

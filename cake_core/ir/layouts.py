@@ -153,3 +153,20 @@ def resolve(
     if layout is None:
         raise LayoutError(f"unknown layout `{name}` (known: {', '.join(layouts)})")
     return layout.place(name, tuple(args), tuple(shape), dtype, warps)
+
+
+def fitting_per(
+    name: str, args: Sequence[int], shape: Sequence[int], dtype: DType, warps: int, per: int,
+    layouts: Mapping[str, TileLayout] = CORE_LAYOUTS,
+) -> int | None:  # fmt: skip
+    """The most warps per instance, other than ``per``, that split a role of ``warps`` warps evenly and
+    over which ``shape`` fits layout ``name(args)`` of ``layouts``; None when no instance size does."""
+    for size in range(warps, 0, -1):
+        if warps % size or size == per:
+            continue
+        try:
+            resolve(name, args, shape, dtype, size, layouts)
+        except LayoutError:
+            continue
+        return size
+    return None

@@ -23,7 +23,7 @@ from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir import pipes
 from cake_core.ir.exprs import EvalError, evaluate, try_int
-from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, resolve
+from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, fitting_per, resolve
 from cake_core.ir.model import (
     BarrierInfo, CheckedModule, KernelModel, PipeInfo, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl,
 )  # fmt: skip
@@ -340,7 +340,10 @@ class KernelChecker:
         try:
             info = resolve(lay.name, args, shape, dtype, self.role.per, self.layouts)
         except LayoutError as exc:
-            self.err(codes.LAYOUT, (s.layout.loc if s.layout else s.loc), f"{exc}", spec=True)
+            role = self.role
+            size = fitting_per(lay.name, args, shape, dtype, role.warps, role.per, self.layouts)
+            fix = {} if size is None else codes.per_fix(role.role, role.warps, role.per, size)
+            self.err(codes.LAYOUT, (s.layout.loc if s.layout else s.loc), f"{exc}", spec=True, **fix)
             info = LayoutInfo(lay.name, args, shape, dtype, self.role.per * 32, 0)
         self.model.regs[s.name] = RegInfo(s, dtype, shape, info, self.role.role.name)
 

@@ -2,7 +2,8 @@
 
 The sizes and type variables of a run come from the caller, then from the shapes and storage types of
 the arrays it passes (:mod:`cake_core.hostdata`); the program's and each kernel's domain must hold,
-and every parameter's element type and shape must be known.
+and every parameter's element type and shape must be known. The target constant ``SMS`` is the
+checked module's when it was checked for a target, else the caller's (:func:`run_sms`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from cake_core.errors import CakeUserError
 from cake_core.hostdata import element_dtype
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.model import CheckedModule
 from cake_core.ir.types import DTYPE_NAMES, DType
+
+#: the multiprocessor count ``SMS`` a persistent kernel sees when neither the checked module (checked
+#: for a target) nor the caller fixes it: small, so that each CTA loops over several tiles
+DEFAULT_SMS = 2
 
 
 def program_env(
@@ -40,6 +46,26 @@ def program_env(
                     env[e.id] = int(actual)
     check_domain(prog.domain, env, f"program `{prog.name}`")
     return env
+
+
+def run_sms(checked: CheckedModule, sms: int | None, sizes: Mapping[str, int | str]) -> int:
+    """The multiprocessor count ``SMS`` of one run: ``sms``, else ``sizes["SMS"]``, else
+    :data:`DEFAULT_SMS`.
+
+    A module checked for a target was checked with the target's ``SMS`` (constants, shared-memory
+    sizes and tile shapes may have been derived from it), so its runs keep that value: asking for
+    another one raises :class:`ValueError` naming both, never runs silently with the target's.
+    """
+    asked = sms if sms is not None else sizes.get("SMS")
+    fixed = next((int(m.env["SMS"]) for m in checked.models.values() if "SMS" in m.env), None)
+    if fixed is None:
+        return DEFAULT_SMS if asked is None else int(asked)
+    if asked is not None and int(asked) != fixed:
+        raise ValueError(
+            f"the run asks for SMS={int(asked)}, but the module was checked for a target with SMS={fixed} "
+            "multiprocessors; check it without a target to choose `SMS` per run"
+        )
+    return fixed
 
 
 def check_domain(domain: tuple[n.Constraint, ...], env: Mapping[str, Any], what: str) -> None:

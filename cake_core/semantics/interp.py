@@ -72,7 +72,8 @@ The threads of one role instance are ordered among themselves only by CTA barrie
 one operation of an instance writes reaches its other operations after a ``bar.sync``.
 
 **Sizes.** ``SMS`` (the target's multiprocessor count, for persistent grids) is the checked model's
-when it was checked for a target, else the caller's (:data:`DEFAULT_SMS` when not given).
+when it was checked for a target (asking for another is an error), else the caller's
+(:data:`DEFAULT_SMS` when not given): :func:`~cake_core.semantics.binding.run_sms`.
 
 Where this differs from a GPU
 -----------------------------
@@ -116,7 +117,7 @@ from cake_core.ir.model import CheckedModule, KernelModel, LaunchModel, TypedOpI
 from cake_core.ir.program import kernel_spec
 from cake_core.semantics import codes, operands, reports
 from cake_core.semantics.barriers import ARRIVES, EXPECTS, BarState
-from cake_core.semantics.binding import check_domain, element_type, program_env, shape_of
+from cake_core.semantics.binding import DEFAULT_SMS, check_domain, element_type, program_env, run_sms, shape_of
 from cake_core.semantics.engine import CTA, MBAR
 from cake_core.semantics.findings import Finding, Findings, Stop
 from cake_core.semantics.memory import Region, Store
@@ -126,9 +127,6 @@ from cake_core.semantics.races import RegionTransfer
 from cake_core.semantics.scheduler import POLICIES, InterpCta, InterpInstance, Scheduler
 
 DEFAULT_MAX_STEPS = 1_000_000
-#: the multiprocessor count ``SMS`` a persistent kernel sees when neither the checked module (checked
-#: for a target) nor the caller fixes it: small, so that each CTA loops over several tiles
-DEFAULT_SMS = 2
 
 
 @attrs.define(eq=False)
@@ -195,14 +193,15 @@ def run_program(
     leaves out are taken from the input arrays' shapes and storage types. ``max_steps`` bounds the
     operations executed over the whole run; ``switch`` is the chance, under the random policy, of
     switching instances after an operation. ``sms`` is the target constant ``SMS`` (multiprocessors) for
-    kernels checked without a target: ``sms``, else ``sizes["SMS"]``, else :data:`DEFAULT_SMS`.
+    kernels checked without a target: ``sms``, else ``sizes["SMS"]``, else :data:`DEFAULT_SMS`; for a
+    module checked for a target, a value other than the target's raises :class:`ValueError`.
     """
     if policy not in POLICIES:
         raise CakeUserError(f"unknown scheduling policy `{policy}` (choices: {', '.join(POLICIES)})")
     if not checked.ok:
         raise DiagnosticError([d for d in checked.diagnostics if d.is_error])
     run = Interpreter(checked, seed, policy, max_steps, switch)
-    run.sms = int(sms) if sms is not None else int(sizes.get("SMS", DEFAULT_SMS))
+    run.sms = run_sms(checked, sms, sizes)
     return run.program(inputs, sizes)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, resolve
+from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, fitting_per, resolve
 from cake_core.ir.types import DType
 
 
@@ -44,3 +44,12 @@ def test_an_unknown_layout_lists_the_known_ones_of_the_mapping_given() -> None:
     only_rows = {"rows": CORE_LAYOUTS["rows"]}
     with pytest.raises(LayoutError, match=r"^unknown layout `mma_acc` \(known: rows\)$"):
         resolve("mma_acc", (2, 2), (64, 64), DType.F32, 4, only_rows)
+
+
+def test_fitting_per_is_the_largest_other_instance_size_that_splits_the_role_and_holds_the_tile() -> None:
+    assert fitting_per("wgmma_acc", (), (64, 64), DType.F32, 8, 8) == 4
+    assert fitting_per("wgmma_acc", (), (64, 64), DType.F32, 12, 12) == 4
+    assert fitting_per("mma_acc", (2, 4), (64, 64), DType.F32, 16, 4) == 8
+    assert fitting_per("wgmma_acc", (), (64, 64), DType.F32, 6, 6) is None  # 4 does not split 6 warps
+    assert fitting_per("wgmma_acc", (), (48, 64), DType.F32, 8, 8) is None  # no size holds 48 rows
+    assert fitting_per("rows", (), (128,), DType.F32, 4, 4) == 2  # `per` itself is never the answer

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+from pathlib import Path
 
 from cake_core.ir import resolve, sema
+from cake_core.problems import kmeans_assign
 from cake_core.ir.parser import parse
 
 KERNEL = """\
@@ -52,3 +54,52 @@ def test_a_declaration_of_a_built_in_word_or_twice_is_reported(primitives: dict)
         "`inf` is a built-in constant (inf); it cannot name a let",
         "`i` is declared twice in kernel `k`",
     ]
+
+
+# -- CK010: a layout that fits another instance size says which ---------------------------------------
+
+HOPPER = Path(kmeans_assign.__file__).parent / "schedules" / "hopper.cake"
+WHOLE = "role consumers warps 4..4 + 4 * WG per 4 regs 232:"
+
+
+def _layout_errors(primitives: dict, text: str) -> list:
+    checked = sema.check_module(parse(text, "k.cake"), primitives)
+    return [d for d in checked.diagnostics if d.code == "CK010"]
+
+
+def test_ck010_suggests_per_4_where_a_warpgroup_role_is_one_instance_too_large(primitives: dict) -> None:
+    text = HOPPER.read_text()
+    assert WHOLE in text
+    errors = _layout_errors(primitives, text.replace(" per 4 regs", " regs"))
+    assert [(d.primary.line, d.message.split(" belongs")[0]) for d in errors] == [
+        (60, "`wgmma_acc`"), (61, "`wgmma_rows`"), (62, "`wgmma_rows`"),
+    ]  # fmt: skip
+    for d in errors:
+        assert d.help == (
+            "split role `consumers` into 2 instances of 4 warps: write `per 4` after its warp range (`self` "
+            "numbers the instances; each holds its own tile)"
+        )
+        ((role, label),) = [(s.loc.line, s.message) for s in d.secondary]
+        assert (role, label) == (59, "role `consumers` is one instance of 8 warps")
+    # as written, the schedule checks clean
+    assert _layout_errors(primitives, text) == []
+
+
+def test_ck010_suggests_the_per_that_fits_in_place_of_the_written_one(primitives: dict) -> None:
+    text = HOPPER.read_text().replace(WHOLE, "role consumers warps 4..4 + 4 * WG per 8 regs 232:")
+    (d, *_) = _layout_errors(primitives, text)
+    assert d.help is not None and "into 2 instances of 4 warps: write `per 4`, not `per 8`" in d.help
+    assert d.secondary[0].message == "role `consumers` is one instance of 8 warps"
+    # a warp grid of four warps in a role of 8 fits instances of 4 too
+    grid = KERNEL.replace("cta warps 4", "cta warps 8").replace("warps 0..4", "warps 0..8")
+    grid = grid.replace("reg acc: f32[64, D] layout rows", "reg acc: f32[64, D] layout mma_acc(2, 2)")
+    (d,) = _layout_errors(primitives, grid)
+    assert d.message.startswith("`mma_acc(2, 2)` covers 4 warps, but the role instance has 8")
+    assert d.help is not None and "split role `all` into 2 instances of 4 warps: write `per 4`" in d.help
+
+
+def test_ck010_without_an_instance_size_that_fits_gives_no_help(primitives: dict) -> None:
+    # 48 rows are no multiple of 64 at any instance size: no `per` would fix it
+    text = KERNEL.replace("reg acc: f32[64, D] layout rows", "reg acc: f32[48, D] layout wgmma_acc")
+    (d, *_) = _layout_errors(primitives, text)
+    assert d.message.startswith("`wgmma_acc` holds [M, N]") and d.help is None and d.secondary == ()

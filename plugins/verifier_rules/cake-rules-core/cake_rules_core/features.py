@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.diagnostics.diagnostic import Diagnostic, Label
+from cake_core.location import Loc
 from cake_core.target import Feature
 from cake_core.verify.facts import facts
 from cake_core.verify.rule import Rule, RuleContext
@@ -26,6 +27,10 @@ ALTERNATIVES: dict[Feature, str] = {
 }
 
 
+#: how many operations after the first a finding shows as labelled spans (the rest it lists in a note)
+SHOWN = 3
+
+
 class MissingFeature(Rule):
     name = "CR101"
     slug = "missing-feature"
@@ -37,6 +42,10 @@ primitive which features it needs — `prim.features(op)`, which may depend on t
 fp8 conversion needs `fp8`, a bf16 one nothing) — so primitives from plugins are covered. The kernel
 itself needs `clusters` when its `cta` line asks for a cluster of more than one CTA. A target's
 features follow its architecture string exactly (`cake targets` lists them).
+
+A kernel gets one error per missing feature, at the first operation that needs it, saying how many
+operations need it in all; the next few are labelled, the rest listed by line. Features that exactly
+the same operations need (a TMA copy needs `tma` and `mbarrier.tx`) share one error.
 
 ## Why is this bad?
 The instruction does not exist on that architecture: NVRTC rejects the kernel (`wgmma` compiles only
@@ -62,30 +71,55 @@ kernel k(x: global bf16[N, 64], out: global f32[N])
 
     def check(self, ctx: RuleContext) -> Iterator[Diagnostic]:
         t = ctx.target
-        cta = ctx.kernel.cta
-        if cta.cluster:
-            dims = [ctx.const(e) for e in cta.cluster]
-            if any(d is None or d > 1 for d in dims) and not t.has(Feature.CLUSTERS):
-                shape = " x ".join("?" if d is None else str(d) for d in dims)
-                yield self._missing(ctx, cta.loc, f"kernel `{ctx.kernel.name}` asks for a cluster of {shape} "
-                                    f"CTAs", [Feature.CLUSTERS])  # fmt: skip
         have = t.features
+        # what needs each missing feature, in source order: (where, what)
+        needs: dict[Feature, list[tuple[Loc, str]]] = {}
+        cta = ctx.kernel.cta
+        if cta.cluster and Feature.CLUSTERS not in have:
+            dims = [ctx.const(e) for e in cta.cluster]
+            if any(d is None or d > 1 for d in dims):
+                shape = " x ".join("?" if d is None else str(d) for d in dims)
+                needs[Feature.CLUSTERS] = [(cta.loc, f"kernel `{ctx.kernel.name}`'s cluster of {shape} CTAs")]
         for of in facts(ctx.model).ops:  # each operation's features, asked of its primitive once per model
             if of.features <= have:
                 continue
-            missing = sorted(of.features - have)
-            yield self._missing(ctx, of.typed.op.loc, f"`{of.typed.op.name}`", missing)
+            for f in sorted(of.features - have):
+                needs.setdefault(f, []).append((of.typed.op.loc, f"`{of.typed.op.name}`"))
+        # one finding per missing feature; features needed by exactly the same operations share one
+        by_places: dict[tuple[tuple[Loc, str], ...], list[Feature]] = {}
+        for f, places in needs.items():
+            by_places.setdefault(tuple(places), []).append(f)
+        for places, missing in by_places.items():
+            yield self._missing(ctx, places, sorted(missing))
 
-    def _missing(self, ctx: RuleContext, loc, what: str, missing: list[Feature]) -> Diagnostic:  # noqa: ANN001
+    def _missing(self, ctx: RuleContext, places: tuple[tuple[Loc, str], ...], missing: list[Feature]) -> Diagnostic:
+        """One finding at the first of ``places`` that need ``missing``, counting and showing the others."""
         t = ctx.target
         names = ", ".join(f"`{f.value}`" for f in missing)
         plural = "features" if len(missing) > 1 else "feature"
         has = ", ".join(sorted(f.value for f in t.features)) or "none"
+        (loc, what), rest = places[0], places[1:]
+        notes = [f"`{t.name}` ({t.nvrtc_arch}) has: {has}"]
+        if rest:
+            more = f"{len(rest)} more operation{'s' if len(rest) > 1 else ''}"
+            subject = f"{what} and {more} in kernel `{ctx.kernel.name}` need"
+            label = f"the first of {len(places)} needing {names}"
+            unshown = rest[SHOWN:]
+            if unshown:
+                lines: dict[str, list[str]] = {}
+                for where, name in unshown:
+                    lines.setdefault(name, []).append(str(where.line))
+                notes.append(f"{len(unshown)} more not shown: " + ", ".join(
+                    f"{name} (line{'s' if len(ls) > 1 else ''} {', '.join(ls)})" for name, ls in lines.items()
+                ))  # fmt: skip
+        else:
+            subject, label = f"{what} needs", f"needs {names}"
         return self.at(
             loc,
-            f"{what} needs the {plural} {names}, which target `{t.name}` ({t.nvrtc_arch}, {t.architecture}) "
+            f"{subject} the {plural} {names}, which target `{t.name}` ({t.nvrtc_arch}, {t.architecture}) "
             f"does not have",
-            label=f"needs {names}",
-            notes=(f"`{t.name}` ({t.nvrtc_arch}) has: {has}",),
+            label=label,
+            secondary=[Label(where, f"also needs {names}") for where, _ in rest[:SHOWN]],
+            notes=notes,
             help="; ".join(ALTERNATIVES.get(f, f"choose a target with `{f.value}`") for f in missing),
         )

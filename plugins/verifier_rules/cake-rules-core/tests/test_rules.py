@@ -10,6 +10,7 @@ import pytest
 from cake_core import cli, plugins
 from cake_core.diagnostics.diagnostic import Severity
 from cake_core.verify.expectations import check_file, parse_expectations
+from cake_core.verify.runner import verify_source
 
 import cake_rules_core
 
@@ -94,9 +95,55 @@ def _diags(registry, rel: str):
 
 
 def test_cr101_names_the_target_and_its_architecture(registry) -> None:
-    (d, *_) = _diags(registry, "CR101/invalid_wgmma_on_b200.cake")
-    assert d.message == "`wgmma` needs the feature `wgmma`, which target `b200` (sm_100a, blackwell) does not have"
+    (d,) = _diags(registry, "CR101/invalid_wgmma_on_b200.cake")
+    assert d.message == (
+        "`wgmma` and 2 more operations in kernel `scores` need the feature `wgmma`, which target `b200` "
+        "(sm_100a, blackwell) does not have"
+    )
     assert d.plugin == DISTRIBUTION and "tcgen05" in (d.help or "")
+    assert d.label == "the first of 3 needing `wgmma`"
+    assert [(s.loc.line, s.message) for s in d.secondary] == [(18, "also needs `wgmma`"), (19, "also needs `wgmma`")]
+
+
+def test_cr101_one_error_per_missing_feature_counting_the_operations(registry) -> None:
+    """Eleven operations lack three features: three errors, each at the first operation that needs
+    its feature, the next three shown as spans and the rest listed by line."""
+    tx, tma, wgmma = _diags(registry, "CR101/invalid_pipeline_on_a100.cake")
+    assert [(d.code, d.primary.line) for d in (tx, tma, wgmma)] == [("CR101", 16), ("CR101", 17), ("CR101", 29)]
+    assert tx.message.startswith("`mbarrier.arrive.expect_tx` and 7 more operations in kernel `pipe` need the "
+                                 "feature `mbarrier.tx`, which target `a100`")  # fmt: skip
+    assert [s.loc.line for s in tx.secondary] == [17, 20, 21]
+    assert tx.notes[-1] == (
+        "4 more not shown: `tma.load` (line 22), `mbarrier.wait` (lines 25, 28), `mbarrier.arrive` (line 32)"
+    )
+    assert tma.message.startswith("`tma.load` and 1 more operation in kernel `pipe` need the feature `tma`")
+    assert [s.loc.line for s in tma.secondary] == [22] and len(tma.notes) == 1
+    assert wgmma.label == "the first of 3 needing `wgmma`"
+
+
+LONE_TMA = """
+kernel copy(x: global bf16[N, 64], out: global f32[N])
+  domain N >= 1, N % 64 == 0
+  grid (t) over (N / 64)
+  cta warps 4
+  smem xs: bf16[64, 64] swizzle 128B
+  barrier full: mbarrier count 1
+  role main warps 0..4:
+    reg v: f32[64] layout rows
+    tma.load xs <- x[t * 64 : +64, :], full
+    sumsq v <- xs
+    store out[t * 64 : +64] <- v
+"""
+
+
+def test_cr101_features_needed_by_the_same_operations_share_one_error(registry) -> None:
+    # a lone TMA copy needs `mbarrier.tx` and `tma`: one error naming both, as for any one operation
+    diags = verify_source(LONE_TMA, "copy.cake", registry.get("targets", "a100"), registry).diagnostics
+    (d,) = [d for d in diags if d.code == "CR101"]
+    assert d.message == (
+        "`tma.load` needs the features `mbarrier.tx`, `tma`, which target `a100` (sm_80, ampere) does not have"
+    )
+    assert (d.primary.line, d.label, d.secondary) == (10, "needs `mbarrier.tx`, `tma`", ())
 
 
 def test_cr102_names_the_specialization_bytes_limit_and_largest_buffers(registry) -> None:

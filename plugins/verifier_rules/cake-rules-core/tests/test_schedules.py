@@ -57,6 +57,13 @@ def test_hopper_schedule_fails_where_its_features_are_missing(pack_registry) -> 
     assert {d.code for d in on_b200.diagnostics} == {"CR101"}  # wgmma is sm_90a only
     on_a100 = _report(pack_registry, "hopper.cake", "a100")
     assert {d.code for d in on_a100.diagnostics} == {"CR101", "CR102"}  # no TMA; 192 KiB > 163 KiB
+    # one error per missing feature (not one per operation), each counting the operations that need it
+    missing = [d.message.split(", which")[0] for d in on_a100.diagnostics if d.code == "CR101"]
+    assert missing == [
+        "`mbarrier.wait` and 10 more operations in kernel `assign` need the feature `mbarrier.tx`",
+        "`tma.load` and 2 more operations in kernel `assign` need the feature `tma`",
+        "`wgmma` and 2 more operations in kernel `assign` need the feature `wgmma`",
+    ]
 
 
 def test_ampere_schedule_fits_a10_by_1024_bytes(pack_registry) -> None:
