@@ -175,7 +175,7 @@ def stage_name(e: n.Expr | None) -> str | None:
 def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> Iterator[Diagnostic]:
     """Sets the ``bytes`` an acquire expects on each ``pipe.acquire`` of one role body (``typed``:
     its typed operations by ``id``): the full-box bytes of the asynchronous copies into the stage
-    it bound, issued after it in the same block, before the next acquire of the pipe. Yields what
+    it bound, issued after it in the same block, until the name is bound again. Yields what
     stops a count from being known when the kernel is compiled: a copy into the stage in a nested
     block (it may run any number of times), a copy whose box is not static."""
     for body in _blocks(role_body):
@@ -193,8 +193,8 @@ def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> 
                     lt = typed.get(id(later))
                     if lt is None:
                         continue
-                    if lt.prim is t.prim and lt.ins[0].name == pipe:
-                        break  # the next acquire of this pipe: its copies are its own
+                    if later.outs and stage_name(later.outs[0]) == handle and lt.outs[0].slot.binds:
+                        break  # the name is bound again: later copies into it are the next stage's
                     for e in lt.prim.effects(lt):
                         if e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and (
                             stage_name(e.operand.stage) == handle

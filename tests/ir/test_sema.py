@@ -72,7 +72,7 @@ def test_ck010_suggests_per_4_where_a_warpgroup_role_is_one_instance_too_large(p
     assert WHOLE in text
     errors = _layout_errors(primitives, text.replace(" per 4 regs", " regs"))
     assert [(d.primary.line, d.message.split(" belongs")[0]) for d in errors] == [
-        (60, "`wgmma_acc`"), (61, "`wgmma_rows`"), (62, "`wgmma_rows`"),
+        (54, "`wgmma_acc`"), (55, "`wgmma_rows`"), (56, "`wgmma_rows`"),
     ]  # fmt: skip
     for d in errors:
         assert d.help == (

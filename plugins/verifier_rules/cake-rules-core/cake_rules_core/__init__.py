@@ -23,6 +23,10 @@ CR117     missing-proxy-fence       generic-proxy writes read by the async proxy
 CR118     tma-box-and-alignment     tensor-map boxes, global strides and shared destinations of bulk copies
 CR119     wgmma-shape-and-operands  m64nNk16 shapes, one warpgroup, descriptor-addressable K-major operands
 CR120     swizzle-mismatch          every reader and writer of a buffer addresses its swizzle and padding
+CR121     pipe-trip-counts          every consumer instance of a pipe takes as many stages as its producer fills
+CR122     pipe-release              every pipe stage taken is released once, before it is taken again
+CR123     pipe-copy-unacquired      copies into a pipe's buffer go into a stage the producer acquired
+CR124     pipe-stage-outside        a pipe's buffers are touched only at stages the role holds
 ========  ========================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -41,6 +45,7 @@ from cake_rules_core.features import MissingFeature
 from cake_rules_core.hazards import MissingProxyFence, OverwriteBeforeEmpty, ReadBeforeFull
 from cake_rules_core.mbarrier import ExpectTxBytes, MbarrierArrivalCount, MbarrierParity, WaitNeverCompletes
 from cake_rules_core.mma import MmaShapeDtype
+from cake_rules_core.pipes import PipeCopyUnacquired, PipeRelease, PipeStageOutside, PipeTripCounts
 from cake_rules_core.resources import RegisterBudget, SmemOverLimit, ThreadsAndWarps
 from cake_rules_core.tma import TmaBoxAndAlignment
 from cake_rules_core.warps import SetmaxnregLimits, WarpgroupAlignment
@@ -69,6 +74,10 @@ RULES: tuple[type[Rule], ...] = (
     TmaBoxAndAlignment,
     WgmmaShapeAndOperands,
     SwizzleMismatch,
+    PipeTripCounts,
+    PipeRelease,
+    PipeCopyUnacquired,
+    PipeStageOutside,
 )
 
 

@@ -45,22 +45,13 @@ from cake_core.verify.replay import Conflict
 from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.traces import SampleRun, Step
 
+from cake_rules_core.findings import Finding
+from cake_rules_core.pipe_findings import pipe_findings
 from cake_rules_core.rings import Release, arrives_on, empty_wait, release_of, unawaited_refill
 
-PROTOCOL_RULES = ("CR111", "CR112", "CR113", "CR114", "CR115", "CR116", "CR117")
+PROTOCOL_RULES = ("CR111", "CR112", "CR113", "CR114", "CR115", "CR116", "CR117", "CR121", "CR122", "CR123", "CR124")
 
 
-@attrs.frozen
-class Finding:
-    """One finding of one protocol rule, ready to become a diagnostic."""
-
-    rule: str
-    loc: Loc
-    message: str
-    label: str = ""
-    secondary: tuple[Label, ...] = ()
-    notes: tuple[str, ...] = ()
-    help: str | None = None
 
 
 def _ordinal(k: int) -> str:
@@ -647,6 +638,18 @@ def _analyse(p: Protocol) -> _Collector:
     if not p.active:
         return out
     runs = [r for r in p.runs if r.skipped is None]
+    piped = pipe_findings(p)
+    for f in piped:
+        out.add(f)
+    if not piped:  # a pipe used wrongly: what the barrier rules would add are its consequences
+        _barriers(p, runs, out)
+    for run in runs:
+        _fences(p, run, out)
+    return out
+
+
+def _barriers(p: Protocol, runs: list[SampleRun], out: _Collector) -> None:
+    """CR111-CR116 from the traces and their replay."""
     reinit = {name for name, acts in p.facts.barrier_actions.items()
               if any(e.barrier is BarrierAction.INIT for _, e in acts)}  # fmt: skip
     dead = _never_arrived(p, out)
@@ -667,9 +670,6 @@ def _analyse(p: Protocol) -> _Collector:
         # a wait one phase early makes every later handoff of its ring look racy: report the cause only
         for f in parity or replayed.found.values():
             out.add(f)
-    for run in runs:
-        _fences(p, run, out)
-    return out
 
 
 def findings(ctx: RuleContext, rule: str) -> Iterable[Finding]:

@@ -12,7 +12,7 @@ from cake_core.verify.runner import check_registered
 
 from cake_rules_core.rings import empty_wait, release_of, unawaited_refill
 
-SCHEDULE = (Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "hopper.cake").read_text()
+SCHEDULE = (Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "explicit" / "hopper.cake").read_text()
 
 
 def _assign(registry, text: str = SCHEDULE, d: int = 128):

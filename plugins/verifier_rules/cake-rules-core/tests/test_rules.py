@@ -39,6 +39,10 @@ IDS = {
     "CR118": "tma-box-and-alignment",
     "CR119": "wgmma-shape-and-operands",
     "CR120": "swizzle-mismatch",
+    "CR121": "pipe-trip-counts",
+    "CR122": "pipe-release",
+    "CR123": "pipe-copy-unacquired",
+    "CR124": "pipe-stage-outside",
 }
 
 

@@ -60,7 +60,7 @@ def test_hopper_schedule_fails_where_its_features_are_missing(pack_registry) -> 
     # one error per missing feature (not one per operation), each counting the operations that need it
     missing = [d.message.split(", which")[0] for d in on_a100.diagnostics if d.code == "CR101"]
     assert missing == [
-        "`mbarrier.wait` and 10 more operations in kernel `assign` need the feature `mbarrier.tx`",
+        "`pipe.acquire` and 8 more operations in kernel `assign` need the feature `mbarrier.tx`",
         "`tma.load` and 2 more operations in kernel `assign` need the feature `tma`",
         "`wgmma` and 2 more operations in kernel `assign` need the feature `wgmma`",
     ]

@@ -18,7 +18,7 @@ from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.parser import parse
 from cake_core.verify.runner import verify_source
 
-SCHEDULE = (Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "hopper.cake").read_text()
+SCHEDULE = (Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules" / "explicit" / "hopper.cake").read_text()
 QUOTED = re.compile(r"(?:when|seen at) ((?:[A-Za-z_]\w*=-?\d+(?:, )?)+)")
 
 SMALL = """\

@@ -1,0 +1,31 @@
+# target: h200
+# Near miss: the producer acquires two stages, then fills both; each acquire expects the bytes
+# of the copy into its own stage.
+kernel pipe(x: global bf16[N, 64], c: global bf16[K, 64], out: global f32[N, 64])
+  domain N >= 1, N % 64 == 0, K >= 1
+  const S = 4, BN = 64
+  grid (t) over (N / 64)
+  cta warps 8 occupancy 1
+  smem xs: bf16[1][64, 64] swizzle 128B
+  smem cs: bf16[S][BN, 64] swizzle 128B
+  pipe xring: producer -> consumer of xs
+  pipe cring: producer -> consumer of cs
+  role producer warps 0..4 regs 40:
+    pipe.acquire xb <- xring
+    tma.load xs[xb] <- x[t * 64 : +64, :]
+    for p in 0 .. cdiv(K, 2 * BN):
+      pipe.acquire s0 <- cring
+      pipe.acquire s1 <- cring
+      tma.load cs[s0] <- c[2 * p * BN : +BN, :]
+      tma.load cs[s1] <- c[(2 * p + 1) * BN : +BN, :]
+  role consumer warps 4..8 regs 232:
+    reg acc: f32[64, BN] layout wgmma_acc
+    pipe.wait xb <- xring
+    for kt in 0 .. 2 * cdiv(K, 2 * BN):
+      pipe.wait s <- cring
+      wgmma acc <- xs[xb], cs[s]^T, accumulate=0
+      wgmma.commit
+      wgmma.wait pending=0
+      pipe.release cring[s]
+    pipe.release xring[xb]
+    store out[t * 64 : +64, :] <- acc
