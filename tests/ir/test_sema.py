@@ -80,7 +80,7 @@ def test_ck010_suggests_per_4_where_a_warpgroup_role_is_one_instance_too_large(p
             "numbers the instances; each holds its own tile)"
         )
         ((role, label),) = [(s.loc.line, s.message) for s in d.secondary]
-        assert (role, label) == (59, "role `consumers` is one instance of 8 warps")
+        assert (role, label) == (53, "role `consumers` is one instance of 8 warps")
     # as written, the schedule checks clean
     assert _layout_errors(primitives, text) == []
 
