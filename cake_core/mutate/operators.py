@@ -20,6 +20,7 @@ dropped-mask            a bounds-mask attribute (``oob=zero``, ``oob=skip``) rem
 wait-arrive-swap        a barrier wait and the next arrive of the same block (or an arrive and the next
                         wait) exchange places
 stage-count             a ring's stage count (shared buffer or barrier array) one more or less
+pipe-*                  the mistakes a ``pipe`` leaves possible (:mod:`cake_core.mutate.pipe_operators`)
 ======================  ==============================================================================
 """
 
@@ -34,53 +35,13 @@ from cake_core.ir import nodes as n
 from cake_core.location import Loc
 from cake_core.ir.primitive import BarrierAction, Primitive
 from cake_core.ir.printer import expr as text
+from cake_core.mutate.mutant import Mutant, Operator, plus
+from cake_core.mutate.pipe_operators import PIPE_OPERATORS
 from cake_core.mutate.rewrite import Block, blocks, replace, replace_block
 
 _WAITS = frozenset({BarrierAction.WAIT})
 _ARRIVES = frozenset({BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX})
 _EXPECTS = frozenset({BarrierAction.EXPECT_TX, BarrierAction.ARRIVE_EXPECT_TX})
-
-
-@attrs.frozen
-class Mutant:
-    """One edit of a module: which operator made it, where, and what it changed, in one line."""
-
-    operator: str
-    kernel: str
-    loc: Loc
-    description: str
-    module: n.Module = attrs.field(repr=False)
-    #: the name the edit is about: the ring or barrier declared, or the operation's primitive
-    subject: str = ""
-    #: which variant of the operator: ``+1``, ``-1``, ``+1 wrapped``, ``+16``, ``drop``, ``swap``...
-    variant: str = ""
-
-    @property
-    def where(self) -> str:
-        """``kernel `assign`, line 57``."""
-        return f"kernel `{self.kernel}`, line {self.loc.line}"
-
-
-class Operator:
-    """Base of mutation operators: a class id, a one-line summary, and :meth:`mutants`."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str]
-
-    def mutants(self, module: n.Module, primitives: Mapping[str, Primitive]) -> Iterator[Mutant]:
-        """Every mutant this operator makes of ``module``."""
-        for kernel in module.kernels:
-            yield from self.kernel_mutants(module, kernel, primitives)
-
-    def kernel_mutants(
-        self, module: n.Module, kernel: n.Kernel, primitives: Mapping[str, Primitive]
-    ) -> Iterator[Mutant]:
-        raise NotImplementedError
-
-    def mutant(
-        self, kernel: n.Kernel, loc: Loc, description: str, module: n.Module, subject: str = "", variant: str = ""
-    ) -> Mutant:
-        return Mutant(self.name, kernel.name, loc, description, module, subject, variant)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -101,13 +62,6 @@ def _is_fence(op: n.Op, primitives: Mapping[str, Primitive]) -> bool:
     """A fence: a primitive that declares itself one (``proxy_fence``), or of the ``fence`` family."""
     prim = primitives.get(op.name)
     return bool(getattr(prim, "proxy_fence", False)) or op.name.split(".")[0] == "fence"
-
-
-def _plus(e: n.Expr, k: int) -> n.Expr:
-    """``e + k`` (folded when ``e`` is an integer literal)."""
-    if isinstance(e, n.Num) and isinstance(e.value, int):
-        return n.Num(e.value + k, loc=e.loc)
-    return n.Bin("+" if k >= 0 else "-", e, n.Num(abs(k), loc=e.loc), loc=e.loc)
 
 
 def _staged(kernel: n.Kernel) -> dict[str, n.Expr]:
@@ -145,10 +99,10 @@ class StageIndex(Operator):
                 e, depth = first.expr, rings[ref.name]
                 loc = e.loc
                 variants = (
-                    ("+1", _plus(e, 1)),
-                    ("-1", _plus(e, -1)),
-                    ("+1 wrapped", n.Bin("%", _plus(e, 1), depth, loc=loc)),
-                    ("-1 wrapped", n.Bin("%", n.Bin("+", e, _plus(depth, -1), loc=loc), depth, loc=loc)),
+                    ("+1", plus(e, 1)),
+                    ("-1", plus(e, -1)),
+                    ("+1 wrapped", n.Bin("%", plus(e, 1), depth, loc=loc)),
+                    ("-1 wrapped", n.Bin("%", n.Bin("+", e, plus(depth, -1), loc=loc), depth, loc=loc)),
                 )
                 for tag, new in variants:
                     mutated = replace(module, first, attrs.evolve(first, expr=new))
@@ -175,7 +129,7 @@ class ParityFlip(Operator):
                 if isinstance(v, n.Num) and v.value in (0, 1):
                     new: n.Expr = n.Num(1 - int(v.value), loc=v.loc)
                 else:
-                    new = n.Bin("%", _plus(v, 1), n.Num(2, loc=v.loc), loc=v.loc)
+                    new = n.Bin("%", plus(v, 1), n.Num(2, loc=v.loc), loc=v.loc)
                 mutated = replace(module, a, attrs.evolve(a, value=new))
                 target = text(op.ins[0]) if op.ins else op.name
                 yield self.mutant(
@@ -199,7 +153,7 @@ class ExpectTx(Operator):
                 if spec is None or spec.kind != "int":
                     continue
                 for delta in (16, -16):
-                    new = _plus(a.value, delta)
+                    new = plus(a.value, delta)
                     mutated = replace(module, a, attrs.evolve(a, value=new))
                     target = text(op.ins[0]) if op.ins else op.name
                     yield self.mutant(
@@ -217,7 +171,7 @@ class ArrivalCount(Operator):
     ) -> Iterator[Mutant]:
         for b in kernel.barriers:
             for delta in (1, -1):
-                new = _plus(b.count, delta)
+                new = plus(b.count, delta)
                 mutated = replace(module, b, attrs.evolve(b, count=new))
                 yield self.mutant(
                     kernel, b.loc, f"barrier `{b.name}` count `{text(b.count)}` -> `{text(new)}`", mutated, b.name,
@@ -320,7 +274,7 @@ class StageCount(Operator):
                 continue
             what = "shared buffer" if isinstance(d, n.Smem) else "barrier"
             for delta in (1, -1):
-                new = _plus(d.stages, delta)
+                new = plus(d.stages, delta)
                 mutated = replace(module, d, attrs.evolve(d, stages=new))
                 yield self.mutant(
                     kernel, d.loc, f"{what} `{d.name}` stages `{text(d.stages)}` -> `{text(new)}`", mutated, d.name,
@@ -368,7 +322,7 @@ def _int_literals(node: object) -> Iterator[n.Num]:
 #: every operator, in report order
 OPERATORS: tuple[Operator, ...] = (
     StageIndex(), ParityFlip(), ExpectTx(), ArrivalCount(), DroppedFence(), DroppedMask(), WaitArriveSwap(),
-    StageCount(),
+    StageCount(), *PIPE_OPERATORS,
 )  # fmt: skip
 
 

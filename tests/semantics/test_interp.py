@@ -431,3 +431,30 @@ def test_wgmma_chain_accumulates_without_waiting_in_between(compile_cake, schedu
     shape = {"B": 1, "N": 130, "K": 100, "D": 128}
     inputs, result = _run_kmeans(checked, shape, "bf16", sms=2)
     _assert_nearest(inputs, result, shape, "bf16")
+
+
+PIPE_BUGS = {
+    # a stage taken and never given back: the producer waits forever for its release
+    "no-release": ("        pipe.release cring[s]\n", "", {"CS004"}),
+    # given back twice: the second release counts toward the stage's next phase, which completes before
+    # the consumers are done with it (the producer overwrites a stage still read), or never completes
+    "release-twice": ("        pipe.release cring[s]\n", "        pipe.release cring[s]\n        pipe.release cring[s]\n",
+                      {"CS003", "CS004"}),
+    # released before the last read of the stage
+    "release-early": ("        argmin.update bv, bi <- acc, csq[s], base=kt * BN, scale=-2.0, limit=K\n"
+                      "        pipe.release cring[s]\n",
+                      "        pipe.release cring[s]\n"
+                      "        argmin.update bv, bi <- acc, csq[s], base=kt * BN, scale=-2.0, limit=K\n", {"CS003"}),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PIPE_BUGS))
+def test_pipe_protocol_bugs_are_found(compile_cake, schedule_text, bug):
+    """The interpreter follows the pipe itself: stages, parities and counts it derives, at the user's lines."""
+    old, new, codes = PIPE_BUGS[bug]
+    checked = _mutant(compile_cake, schedule_text, old, new, name="hopper")
+    shape = {"B": 1, "N": 300, "K": 300, "D": 128}
+    for policy in ("sequential", "random"):
+        _, result = _run_kmeans(checked, shape, "bf16", policy=policy, sms=1)
+        assert codes & set(result.codes), (policy, [str(f) for f in result.findings])
+        assert all(f.loc.file.endswith("hopper_mutant.cake") for f in result.findings)
