@@ -142,6 +142,22 @@ def _pipe_accesses(
                 yield op, ref
 
 
+def _wrong_stages(
+    operator: Operator, module: n.Module, kernel: n.Kernel, primitives: Mapping[str, Primitive], write: bool
+) -> Iterator[Mutant]:
+    """Mutants of the copies into (``write``) or the other accesses to a pipe's buffers at a wrong stage."""
+    held = holders(kernel, _takes(primitives))
+    verb = "copies into" if write else "touches"
+    for op, ref in _pipe_accesses(kernel, primitives, write=write):
+        first = ref.index[0]
+        for tag, new in _stage_edits(kernel, op, ref, primitives, held):
+            mutated = replace(module, first, attrs.evolve(first, expr=new))
+            yield operator.mutant(
+                kernel, first.loc, f"`{op.name}` {verb} `{ref.name}[{text(new)}]`, not `{ref.name}[{text(first.expr)}]` "
+                f"({tag})", mutated, ref.name, tag,
+            )  # fmt: skip
+
+
 class PipeCopyStage(Operator):
     name = "pipe-copy-stage"
     summary = "a copy into a pipe's buffer at a fixed stage or at another pipe's stage name"
@@ -149,15 +165,7 @@ class PipeCopyStage(Operator):
     def kernel_mutants(
         self, module: n.Module, kernel: n.Kernel, primitives: Mapping[str, Primitive]
     ) -> Iterator[Mutant]:
-        held = holders(kernel, _takes(primitives))
-        for op, ref in _pipe_accesses(kernel, primitives, write=True):
-            first = ref.index[0]
-            for tag, new in _stage_edits(kernel, op, ref, primitives, held):
-                mutated = replace(module, first, attrs.evolve(first, expr=new))
-                yield self.mutant(
-                    kernel, first.loc, f"`{op.name}` copies into `{ref.name}[{text(new)}]`, not "
-                    f"`{ref.name}[{text(first.expr)}]` ({tag})", mutated, ref.name, tag,
-                )  # fmt: skip
+        yield from _wrong_stages(self, module, kernel, primitives, write=True)
 
 
 class PipeStageOutside(Operator):
@@ -167,15 +175,7 @@ class PipeStageOutside(Operator):
     def kernel_mutants(
         self, module: n.Module, kernel: n.Kernel, primitives: Mapping[str, Primitive]
     ) -> Iterator[Mutant]:
-        held = holders(kernel, _takes(primitives))
-        for op, ref in _pipe_accesses(kernel, primitives, write=False):
-            first = ref.index[0]
-            for tag, new in _stage_edits(kernel, op, ref, primitives, held):
-                mutated = replace(module, first, attrs.evolve(first, expr=new))
-                yield self.mutant(
-                    kernel, first.loc, f"`{op.name}` touches `{ref.name}[{text(new)}]`, not "
-                    f"`{ref.name}[{text(first.expr)}]` ({tag})", mutated, ref.name, tag,
-                )  # fmt: skip
+        yield from _wrong_stages(self, module, kernel, primitives, write=False)
         for block in blocks(kernel):
             body = block.body
             for i, s in enumerate(body):
