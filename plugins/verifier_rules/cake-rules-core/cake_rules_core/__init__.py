@@ -51,7 +51,7 @@ from cake_rules_core.tma import TmaBoxAndAlignment
 from cake_rules_core.warps import SetmaxnregLimits, WarpgroupAlignment
 from cake_rules_core.wgmma import SwizzleMismatch, WgmmaShapeAndOperands
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 RULES: tuple[type[Rule], ...] = (
     MissingFeature,
