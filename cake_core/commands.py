@@ -12,6 +12,7 @@ from cake_core.console import print_diagnostics, print_json, print_table
 from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.logs import get_logger
+from cake_core.paths import output_dir, output_file, write_text
 from cake_core.runtime.ptxas import CompileWarning, FunctionResources
 
 
@@ -49,10 +50,27 @@ def parse_shape(text: str | None) -> dict[str, int | str]:
     for item in text.split(","):
         if not item.strip():
             continue
-        if "=" not in item:
-            raise CakeUserError(f"bad --shape item `{item}`: write NAME=VALUE pairs, e.g. B=32,N=65536")
-        k, v = (s.strip() for s in item.split("=", 1))
-        out[k] = int(v) if v.lstrip("-").isdigit() else v
+        k, eq, v = (s.strip() for s in item.partition("="))
+        if not eq or not k.isidentifier() or not v:
+            raise CakeUserError(f"bad --shape item `{item.strip()}`: write NAME=VALUE pairs, e.g. B=32,N=65536,T=bf16")
+        if k in out:
+            raise CakeUserError(f"bad --shape: `{k}` is given twice")
+        if v.lstrip("-").isdigit():
+            out[k] = int(v)
+        elif v.isidentifier():
+            out[k] = v  # an element type (T=bf16)
+        else:
+            raise CakeUserError(f"bad --shape item `{item.strip()}`: `{v}` is neither an integer nor a type name")
+    return out
+
+
+def parse_sizes(text: str | None) -> dict[str, int]:
+    """:func:`parse_shape` where every value must be an integer size (``cake bench``'s ``--shape``)."""
+    out: dict[str, int] = {}
+    for k, v in parse_shape(text).items():
+        if not isinstance(v, int):
+            raise CakeUserError(f"bad --shape: `{k}={v}` is not an integer size (give the type with --dtype)")
+        out[k] = v
     return out
 
 
@@ -88,13 +106,15 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
+    if args.output:
+        output_file(args.output)
     cand = _verified(args.file, args.target, False)
     if cand is None:
         return 1
     sources = [cand.build(spec).source for spec in _specs(cand, args.shape)]
     text = "\n".join(sources)
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(output_file(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
@@ -202,7 +222,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     values = parse_shape(args.shape)
     dtype = str(values.pop("dtype", args.dtype or problem.default_cell.dtype))
     shape = dict(problem.default_cell.shape)
-    shape.update({k: int(v) for k, v in values.items()})
+    shape.update(parse_sizes(",".join(f"{k}={v}" for k, v in values.items())))
     source = pipeline.load(args.file)
     require_driver()
     with GpuRunner() as runner:
@@ -231,13 +251,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cake_core.lower.export import export_program, write_export
 
+    out_dir = output_dir(args.output)
     cand = _verified(args.file, args.target, False)
     if cand is None:
         return 1
     tgt = cand.target
     stem = Path(args.file).stem
     exported = export_program(cand.check(), tgt, _specs(cand, args.shape), stem)
-    cu, h = write_export(exported, Path(args.output), stem)
+    cu, h = write_export(exported, out_dir, stem)
     arch = tgt.nvrtc_arch.removeprefix("sm_")
     print(f"wrote {cu} and {h}: {len(exported.functions)} launcher(s): {', '.join(exported.functions)}")
     print(f"build: nvcc -O3 -std=c++17 -gencode=arch=compute_{arch},code=sm_{arch} -shared -Xcompiler -fPIC "
@@ -250,7 +271,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from cake_core.loop.run import run
 
-    out = Path(args.out) if args.out else Path("runs") / (
+    out = output_dir(args.out) if args.out else Path("runs") / (
         f"{args.problem}-{args.target}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     )
     record = run(args.problem, args.target, budget=args.budget, agent=args.agent, out=out, resume=args.resume)

@@ -281,7 +281,17 @@ def load(extra: Iterable[types.ModuleType | object] = ()) -> Registry:
         add(module, PluginInfo(modname, "cake-core", __version__, modname, True))
 
     allow = _allow_list()
-    for ep in _entry_points():
+    eps = list(_entry_points())
+    if allow is not None:
+        # an allow-list naming something no installed plugin is called is a typo, not an empty wish
+        known = {ep.name for ep in eps} | {ep.dist.name for ep in eps if ep.dist is not None}
+        unknown = sorted(allow - known)
+        if unknown:
+            raise CakeUserError(
+                f"{ALLOW_ENV} names {', '.join(f'`{u}`' for u in unknown)}, which no installed plugin is called "
+                f"(installed: {', '.join(sorted(known)) or 'none'})"
+            )
+    for ep in eps:
         dist = ep.dist.name if ep.dist is not None else "unknown"
         version = ep.dist.version if ep.dist is not None else "unknown"
         if allow is not None and ep.name not in allow and dist not in allow:

@@ -47,6 +47,9 @@ def test_export_writes_a_header_and_a_source_without_cake(tmp_path: Path, schedu
     assert f"cake_{schedule}__T_bf16__D_128(void* x, void* c, void* out, void* workspace, int B, int K, int N" in h
     assert f"cake_{schedule}__T_bf16__D_128_workspace_bytes(int B, int K, int N)" in h
     assert "cuTensorMapEncodeTiled" in cu and "__grid_constant__" in cu
+    # the header says the launchers return a cudaError_t, and they are declared so
+    assert "returns a cudaError_t" in h and f'extern "C" cudaError_t cake_{schedule}__T_bf16__D_128(' in h
+    assert "(int)cuda" not in cu
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

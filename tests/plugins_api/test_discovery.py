@@ -115,11 +115,22 @@ def test_allow_list_of_several(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"example-gpu", "h200"} <= set(reg.names("targets"))
 
 
-def test_allow_list_naming_nothing_installed_leaves_only_builtins(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Targets come only from plugins: without any, the core knows no hardware."""
-    monkeypatch.setenv(plugins.ALLOW_ENV, "no-such-plugin")
+def test_allow_list_naming_nothing_installed_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A name no installed plugin has is a typo: one line naming it and what is installed, exit 2."""
+    monkeypatch.setenv(plugins.ALLOW_ENV, "cake-targets-nvidia,no-such-plugin")
+    with pytest.raises(CakeUserError, match=r"names `no-such-plugin`, which no installed plugin is called"):
+        plugins.load()
+    assert cli.main(["targets"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "cake-targets-nvidia" in line  # what is installed
+
+
+def test_allow_list_of_one_data_free_plugin_leaves_no_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Targets come only from plugins: with only a rule pack, the core knows no hardware."""
+    monkeypatch.setenv(plugins.ALLOW_ENV, "cake-rules-advisory")
     reg = plugins.load()
-    assert all(i.builtin for i in reg.plugins.values())
     assert reg.names("targets") == []
 
 
