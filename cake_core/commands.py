@@ -289,6 +289,60 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if any(e.status in ("compiled", "measured") for e in record.candidates) else 1
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    from cake_core import plugins
+    from cake_core.ir.types import DTYPE_NAMES
+    from cake_core.loop.benchmark import program_values
+
+    cand = _verified(args.file, args.target, args.json)
+    if cand is None:
+        return 1
+    reg = plugins.registry()
+    names = reg.names("cost_models")
+    if not names:
+        raise CakeUserError("no cost model is installed (the roofline model: pip install cake-cost-roofline)")
+    model = reg.get("cost_models", args.model or names[0])
+    checked = cand.check()
+    values: dict[str, int | str] = {}
+    if args.problem:
+        problem = reg.get("problems", args.problem)
+        cell = problem.default_cell
+        values.update(program_values(checked, problem, cell.shape, cell.dtype))
+    values.update(parse_shape(args.shape))
+    prog = checked.module.entry
+    needed = {x.id for p in prog.params for e in p.shape for x in _names(e)}
+    needed |= {p.dtype for p in prog.params if p.dtype not in DTYPE_NAMES}
+    missing = sorted(needed - set(values))
+    if missing:
+        raise CakeUserError(
+            f"`cake cost` needs every size and type of program `{prog.name}`: give {', '.join(missing)} with "
+            "--shape (e.g. --shape B=32,N=65536,T=bf16) or take a problem's default cell with --problem"
+        )
+    try:
+        est = model.estimate(checked, cand.target, values)
+    except ValueError as exc:
+        raise CakeUserError(f"cannot estimate {args.file}: {exc}") from None
+    if args.json:
+        print_json(est)
+        return 0
+    shape = ",".join(f"{k}={v}" for k, v in values.items())
+    calibrated = "calibrated" if est.calibrated else "uncalibrated"
+    print(f"{args.file} on {cand.target.name} at {shape}: {est.ms:.4f} ms, {est.bound}-bound "
+          f"({est.model} {est.version}, {calibrated})")  # fmt: skip
+    for x in est.launches:
+        terms = sorted(x.terms.items(), key=lambda kv: -kv[1])
+        rows = [[name, f"{ms:.4f}"] for name, ms in terms]
+        print(f"launch {x.kernel}: {x.ms:.4f} ms, {x.bound}-bound, {x.ctas} CTAs in {x.waves} wave(s)")
+        print_table(None, ["term", ">ms"], rows)
+    return 0
+
+
+def _names(e):
+    from cake_core.ir import nodes as n
+
+    return [x for x in n.walk_expr(e) if isinstance(x, n.Name)]
+
+
 def add_commands(sub) -> None:
     s = sub.add_parser("problems", help="list problems")
     s.add_argument("--json", action="store_true")
@@ -336,3 +390,12 @@ def add_commands(sub) -> None:
     s.add_argument("--warmup", type=int, default=5)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_bench)
+
+    s = sub.add_parser("cost", help="estimate a .cake program's time with a cost model (no GPU needed)")
+    s.add_argument("file")
+    s.add_argument("--target", required=True)
+    s.add_argument("--shape", help="program sizes and types, e.g. B=32,N=65536,K=1024,D=128,T=bf16")
+    s.add_argument("--problem", help="start from this problem's default cell (--shape overrides)")
+    s.add_argument("--model", help="cost model (default: the first installed, `cake plugins` lists them)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_cost)

@@ -16,12 +16,13 @@ import cake_example_plugin
 import numpy as np
 import pytest
 from cake_core import plugins
-from cake_core.cost.model import CostModel
+from cake_core.cost.model import CostModel, Estimate, LaunchEstimate
 from cake_core.diagnostics.diagnostic import Diagnostic, Severity
 from cake_core.errors import CakeUserError
 from cake_core.hookspecs import hookimpl
 from cake_core.ir import nodes as n
 from cake_core.ir.hashing import structural_hash
+from cake_core.ir.model import CheckedModule
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind, Primitive
 from cake_core.ir.printer import print_module
@@ -53,15 +54,18 @@ class OpCountModel:
 
     name: str = "op-count"
     version: str = "1"
+    calibrated: bool = False
     ms_per_op: float = 0.01
 
-    def predict(self, candidates: Sequence[n.Module], target: Target, shape: Mapping[str, int]) -> list[float]:
-        return [self.ms_per_op * _ops(m) for m in candidates]
+    def estimate(self, checked: CheckedModule, target: Target, values: Mapping[str, int | str]) -> Estimate:
+        ops = _ops(checked.module)
+        launch = LaunchEstimate("all", self.ms_per_op * ops, "issue", {"issue": self.ms_per_op * ops}, 1, 1)
+        return Estimate(self.name, self.version, self.calibrated, launch.ms, "issue", (launch,))
 
-    def update(self, candidates: Sequence[n.Module], measured_ms: Sequence[float]) -> None:
-        ops = sum(_ops(m) for m in candidates)
+    def update(self, estimates: Sequence[Estimate], measured_ms: Sequence[float]) -> None:
+        ops = sum(e.ms / self.ms_per_op for e in estimates)
         if ops:
-            self.ms_per_op = sum(measured_ms) / ops
+            self.ms_per_op, self.calibrated = sum(measured_ms) / ops, True
 
 
 def _ops(m: n.Module) -> int:
@@ -169,8 +173,17 @@ def test_hook_cake_register_cost_models() -> None:
     reg = plugins.load(extra=[_plugin("op-count", "cake_register_cost_models", model)])
     got: CostModel = reg.get("cost_models", "op-count")
     assert got is model and reg.registration("cost_models", "op-count").plugin.distribution == "(in-process)"
+    # what a model sees: the checked module, the target and the program's sizes; it may learn
+    from cake_core.ir.sema import check_module
+
+    checked = check_module(parse(KERNEL, "k.cake"), {p.name: p for p in reg.values("primitives")})
+    est = got.estimate(checked, reg.get("targets", "example-gpu"), {"N": 64})
+    assert est.ms == pytest.approx(0.01 * _ops(checked.module)) and not est.calibrated
+    got.update([est], [2 * est.ms])
+    assert got.estimate(checked, reg.get("targets", "example-gpu"), {"N": 64}).ms == pytest.approx(2 * est.ms)
     # the contract is checked when a model registers: one that cannot learn from measurements is refused
-    cannot_learn = type("NoUpdate", (), {"name": "no-update", "version": "1", "predict": OpCountModel.predict})()
+    cannot_learn = type("NoUpdate", (), {"name": "no-update", "version": "1", "calibrated": False,
+                                         "estimate": OpCountModel.estimate})()
     with pytest.raises(CakeUserError, match=r"registered a cost model that is not a cake_core\.cost\.model\.CostModel"):
         plugins.load(extra=[_plugin("no-update", "cake_register_cost_models", cannot_learn)])
 

@@ -15,7 +15,6 @@ With ``CAKE_RESULTS_DIR`` set, every measurement is also written there (tests/co
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from cake_core import pipeline, plugins
 from cake_core.ir.printer import print_module
 from cake_core.ir.transform import set_consts
 from cake_core.loop.benchmark import bench_candidate
-from cake_core.problems.kmeans_assign.cells import CHECK_CELLS
+from cake_core.problems.kmeans_assign.cells import AMPERE_SWEEP, CHECK_CELLS
 from cake_core.runtime.device import requires_gpu
 from cake_core.runtime.plan import Timing
 
@@ -78,13 +77,7 @@ def test_schedule_passes_the_oracle(schedule, cell, on_h200, record) -> None:
     assert m.sass is not None and not m.sass["missing"], m.sass
 
 
-def _variants():
-    for bm, bn, bk, s, warps in itertools.product((64, 128), (64, 128), (32, 64), (2, 3, 4), (4, 8)):
-        wm, wn = (2, 2) if warps == 4 else (4, 2)
-        yield {"BM": bm, "BN": bn, "BK": bk, "S": s, "WM": wm, "WN": wn}
-
-
-VARIANTS = list(_variants())
+VARIANTS = list(AMPERE_SWEEP)
 
 
 @requires_gpu

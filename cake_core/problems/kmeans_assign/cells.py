@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from cake_core.problems.problem import Cell
 
 
@@ -22,3 +24,16 @@ CHECK_CELLS: tuple[Cell, ...] = (
     _cell(4, 16384, 1024, 256, note="D=256: twice the shared memory per row"),
     _cell(32, 65536, 1024, 128, "f16", note="the reference cell in f16"),
 )
+
+
+def _ampere_sweep() -> tuple[dict[str, int], ...]:
+    out = []
+    for bm, bn, bk, s, warps in itertools.product((64, 128), (64, 128), (32, 64), (2, 3, 4), (4, 8)):
+        wm, wn = (2, 2) if warps == 4 else (4, 2)
+        out.append({"BM": bm, "BN": bn, "BK": bk, "S": s, "WM": wm, "WN": wn})
+    return tuple(out)
+
+
+#: the 48 settings of ampere.cake's constants (kernel `assign`) the GPU tests run and the cost model is
+#: ranked over: tile rows, columns and k chunk, ring depth, and 4 or 8 warps
+AMPERE_SWEEP: tuple[dict[str, int], ...] = _ampere_sweep()

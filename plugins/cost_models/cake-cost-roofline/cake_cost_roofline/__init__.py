@@ -1,0 +1,245 @@
+"""cake-cost-roofline: an analytic cost model from target data alone (*uncalibrated*).
+
+For each launch of a checked program at concrete sizes, the work of the busiest CTA is counted
+(:func:`cake_core.cost.counts.executions`: how often each operation runs) and multiplied by each
+operation's declared cost terms (``Primitive.cost``: flops, tensor-core flops, global and shared bytes).
+Each kind of work is then timed at the rate the target record gives for it:
+
+==============  ===================================================================================
+term            time
+==============  ===================================================================================
+dram            every tensor the kernel touches, once, plus the share of its re-reads that L2 cannot hold
+                (none for a tensor that fits in L2), at the DRAM bandwidth (the measured copy bandwidth
+                where the target has one)
+l2              the global bytes the CTAs move that they have not moved before (a re-read on every trip of
+                a loop its index does not depend on is a cache hit), at 64 B per clock per SM
+shared          shared-memory bytes, and the cache hits above, at 128 B per clock per SM
+tensor          tensor-core flops at the target's dense rate for the element type (the measured rate
+                where the target has one)
+fp32            other flops at the fp32 rate
+issue           instructions the CUDA cores issue (one per register-tile element a thread holds, per
+                operation), 4 warp instructions per clock per SM
+sync            barrier waits of the busiest CTA, ~64 clocks each, on its critical path
+latency         one memory round trip (~1 us) per CTA wave: a pipeline's first stage
+launch          3 us per kernel launch
+==============  ===================================================================================
+
+A launch takes ``launch + latency + sync + max(dram, l2, shared, tensor, fp32, issue) / efficiency``,
+where the efficiency is the wave quantization (CTAs over the resident slots, occupancy from the target's
+limits). The largest term names the **bound**. Nothing here is fitted to measurements: every estimate
+says ``calibrated: false``, and ``update`` learns nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from cake_core.cost.counts import executions, grid_size
+from cake_core.cost.model import CostModel, Estimate, LaunchEstimate
+from cake_core.hookspecs import hookimpl
+from cake_core.ir.exprs import compile_expr
+from cake_core.ir.model import CheckedModule, KernelModel, LaunchModel
+from cake_core.ir.primitive import Access, BarrierAction, Kind, numel, static_shape
+from cake_core.ir.program import kernel_spec
+from cake_core.ir.sema import CheckCtx
+from cake_core.target import Target
+
+__version__ = "0.1.0"
+
+#: clocks and per-clock rates the model assumes where the target record has no figure
+L2_BYTES_PER_CLOCK_PER_SM = 64
+SHARED_BYTES_PER_CLOCK_PER_SM = 128
+ISSUE_PER_CLOCK_PER_SM = 4
+SYNC_CLOCKS = 64
+MEMORY_LATENCY_MS = 1e-3
+LAUNCH_MS = 3e-3
+#: the tensor-core rate keys of a target record, by Cake element type
+_TENSOR_KEY = {"bf16": "bf16", "f16": "fp16", "f32": "tf32", "fp8": "fp8"}
+_MEASURED_TENSOR = {"bf16": "bf16_tflops", "f16": "fp16_tflops"}
+
+
+class Roofline:
+    """The roofline model (see the module docstring)."""
+
+    name = "roofline"
+    version = __version__
+    calibrated = False
+
+    def estimate(self, checked: CheckedModule, target: Target, values: Mapping[str, int | str]) -> Estimate:
+        launches = tuple(self.launch(checked, lm, target, values) for lm in checked.launches)
+        longest = max(launches, key=lambda x: x.ms) if launches else None
+        return Estimate(
+            self.name, self.version, self.calibrated, sum(x.ms for x in launches),
+            longest.bound if longest is not None else "none", launches,
+            ("uncalibrated: rates from target data alone, nothing fitted to measurements",),
+        )  # fmt: skip
+
+    def update(self, estimates: Sequence[Estimate], measured_ms: Sequence[float]) -> None:
+        """An analytic model learns nothing from measurements (``calibrated`` stays False)."""
+
+    def launch(self, checked: CheckedModule, lm: LaunchModel, target: Target,
+               values: Mapping[str, int | str]) -> LaunchEstimate:  # fmt: skip
+        k = lm.kernel
+        spec = kernel_spec(lm, values)
+        model = checked.models.get((k.name, spec)) if spec is not None else None
+        if model is None:
+            raise ValueError(f"kernel `{k.name}` has no specialization for {dict(values)}")
+        sizes = _SIZES.get(lm)
+        if sizes is None:
+            sizes = _SIZES[lm] = [(name, compile_expr(expr)) for name, expr in lm.sizes.items()]
+        env: dict[str, Any] = {"SMS": target.sm_count}
+        for name, fn in sizes:
+            env[name] = fn(values)
+        env.update(model.env)
+        work = _work(model, env, target)
+        ctas = grid_size(model, env)
+        slots = target.sm_count * _ctas_per_sm(model, target)
+        waves = max(1, math.ceil(ctas / slots)) if ctas else 1
+        efficiency = (ctas / slots) / waves if ctas else 1.0
+        clock_hz = target.boost_clock_mhz * 1e6
+        sms = target.sm_count
+        dram_gbs = target.ceiling("copy_gbs") or target.dram_bandwidth_gbs
+        # Every tensor crosses DRAM once. A CTA re-reading what it read before (an index that does not
+        # depend on the loop) is served by its caches; what distinct CTAs read again comes from L2 when
+        # the tensor fits there, else from DRAM.
+        dram_bytes = l2_bytes = l1_bytes = 0.0
+        for name, size in work["tensor_bytes"].items():
+            moved = work["moved"].get(name, 0.0) * ctas
+            distinct = min(work["distinct"].get(name, 0.0) * ctas, moved)
+            dram_bytes += size if size <= target.l2_bytes else max(size, distinct)
+            l2_bytes += distinct
+            l1_bytes += moved - distinct
+        terms = {
+            "dram": dram_bytes / (dram_gbs * 1e9) * 1e3,
+            "l2": l2_bytes / (sms * L2_BYTES_PER_CLOCK_PER_SM * clock_hz) * 1e3,
+            "shared": (work["shared_bytes"] * ctas + l1_bytes) / (sms * SHARED_BYTES_PER_CLOCK_PER_SM * clock_hz) * 1e3,
+            "tensor": sum(f * ctas / (_tensor_tflops(target, dt) * 1e12) * 1e3 for dt, f in work["tensor"].items()),
+            "fp32": work["fp32_flops"] * ctas / (target.fp32_tflops * 1e12) * 1e3,
+            "issue": work["warp_instructions"] * ctas / (sms * ISSUE_PER_CLOCK_PER_SM * clock_hz) * 1e3,
+        }
+        throughput = max(terms.values())
+        bound = max(terms, key=terms.__getitem__)
+        terms["sync"] = work["waits"] * SYNC_CLOCKS / clock_hz * 1e3 * waves
+        terms["latency"] = MEMORY_LATENCY_MS * waves
+        terms["launch"] = LAUNCH_MS
+        ms = terms["launch"] + terms["latency"] + terms["sync"] + throughput / max(efficiency, 1e-9)
+        if terms["sync"] + terms["latency"] > throughput:
+            bound = "latency" if terms["latency"] >= terms["sync"] else "sync"
+        return LaunchEstimate(k.name, ms, bound, terms, ctas, waves)
+
+
+@attrs.frozen
+class _OpWork:
+    """What one execution of one operation by one role instance costs, and what it moves: fixed by the
+    kernel model (static shapes), so computed once per model."""
+
+    key: int  # the id of the operation's node
+    instances: int
+    shared_bytes: float
+    tensor_flops: float
+    tensor_dtype: str
+    fp32_flops: float
+    warp_instructions: float
+    waits: int
+    moves: tuple[tuple[str, float], ...]  # (global tensor, bytes) per access
+
+
+#: each launch's kernel sizes as compiled functions of the program's
+_SIZES: weakref.WeakKeyDictionary[LaunchModel, list[tuple[str, Any]]] = weakref.WeakKeyDictionary()
+_STATIC: weakref.WeakKeyDictionary[KernelModel, tuple[list[_OpWork], list[tuple[str, tuple, int]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tuple[str, tuple, int]]]:
+    """Each operation's work, and each global parameter's (name, shape, element bytes), of ``model``."""
+    hit = _STATIC.get(model)
+    if hit is not None:
+        return hit
+    ops = []
+    ctx_of: dict[int, CheckCtx] = {}
+    for typed in model.ops:
+        ctx = ctx_of.get(id(typed.role))
+        if ctx is None:
+            ctx = ctx_of[id(typed.role)] = CheckCtx(model, typed.role, target)
+        c = typed.prim.cost(typed, ctx)
+        threads = typed.role.per * 32
+        per_thread = 1.0
+        for o in typed.outs + typed.ins:
+            shape = static_shape(o) if o.kind is Kind.REGISTERS else None
+            if shape:
+                per_thread = max(per_thread, numel(shape) / threads)
+        waits, moves = 0, []
+        for e in typed.prim.effects(typed):
+            if e.barrier is BarrierAction.WAIT:
+                waits += 1
+            elif e.tier is Kind.GLOBAL and e.access is not Access.NONE and e.operand.name:
+                shape = static_shape(e.operand)
+                if shape is not None and e.operand.dtype is not None:
+                    moves.append((e.operand.name, float(numel(shape) * e.operand.dtype.bytes)))
+        ops.append(_OpWork(id(typed.op), typed.role.instances, c.shared_bytes, c.tensor_flops, c.dtype or "bf16",
+                           c.flops - c.tensor_flops, per_thread * typed.role.per, waits, tuple(moves)))  # fmt: skip
+    params = [(p.name, tuple(compile_expr(x) for x in p.shape), model.param_dtype(p).bytes)
+              for p in model.kernel.params if p.tier == "global"]  # fmt: skip
+    _STATIC[model] = (ops, params)
+    return ops, params
+
+
+def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[str, Any]:
+    """The busiest CTA's work: bytes, flops by kind, warp instructions and barrier waits; and the bytes
+    of every tensor the kernel touches once (its compulsory traffic)."""
+    ops, params = _static(model, target)
+    counts = executions(model, env)
+    distinct: dict[str, float] = defaultdict(float)  # bytes of each tensor a CTA reads or writes once
+    tensor: dict[str, float] = defaultdict(float)
+    moved: dict[str, float] = defaultdict(float)  # bytes each global tensor's accesses move, per CTA
+    shared = fp32 = instructions = waits = 0.0
+    for w in ops:
+        times = counts.times.get(w.key, 0.0) * w.instances
+        if not times:
+            continue
+        shared += w.shared_bytes * times
+        if w.tensor_flops:
+            tensor[w.tensor_dtype] += w.tensor_flops * times
+        fp32 += w.fp32_flops * times
+        instructions += w.warp_instructions * times
+        waits += w.waits * times
+        for name, nbytes in w.moves:
+            moved[name] += nbytes * times
+            distinct[name] += nbytes * counts.distinct.get((w.key, name), 0.0) * w.instances
+    sizes: dict[str, float] = {}
+    for name, shape, elem in params:
+        size = 1
+        for fn in shape:
+            size *= max(int(fn(env)), 0)
+        sizes[name] = float(size * elem)
+    return {"shared_bytes": shared, "fp32_flops": fp32, "warp_instructions": instructions, "waits": waits,
+            "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
+
+
+def _ctas_per_sm(model: KernelModel, target: Target) -> int:
+    """Resident CTAs per SM by shared memory, threads and the target's CTA limit (and a promised occupancy)."""
+    by_smem = target.smem_per_sm // max(model.smem_bytes + target.smem_reserved_per_block, 1)
+    by_threads = target.max_threads_per_sm // max(model.threads, 1)
+    n = max(1, min(by_smem, by_threads, target.max_ctas_per_sm))
+    return n
+
+
+def _tensor_tflops(target: Target, dtype: str) -> float:
+    measured = _MEASURED_TENSOR.get(dtype)
+    value = target.ceiling(measured) if measured else None
+    if value:
+        return value
+    rate = target.tensor_tflops.get(_TENSOR_KEY.get(dtype, dtype))
+    return rate or target.fp32_tflops
+
+
+@hookimpl
+def cake_register_cost_models(register: Callable[[CostModel], None]) -> None:
+    register(Roofline())

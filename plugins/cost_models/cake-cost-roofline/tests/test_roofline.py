@@ -1,0 +1,70 @@
+"""The roofline model: found through its entry point, term by term, and its answers move the way the work
+does. It is uncalibrated: these tests check its arithmetic and its plumbing, not that it ranks kernels
+well (that is measured on a GPU, bench/results/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cake_core import cli, pipeline, plugins
+from cake_core.problems import kmeans_assign
+
+SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"
+CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128, "T": "bf16"}
+
+
+def _estimate(name: str, values: dict = CELL, target: str = "h200"):
+    reg = plugins.registry()
+    cand = pipeline.Candidate(pipeline.load(SCHEDULES / f"{name}.cake"), reg.get("targets", target))
+    return reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, values)
+
+
+def test_the_model_registers_through_its_entry_point() -> None:
+    reg = plugins.registry()
+    assert "roofline" in reg.names("cost_models")
+    assert reg.registration("cost_models", "roofline").plugin.distribution == "cake-cost-roofline"
+
+
+def test_an_estimate_is_term_by_term_and_says_it_is_uncalibrated() -> None:
+    est = _estimate("hopper")
+    assert est.calibrated is False and any("uncalibrated" in x for x in est.notes)
+    assert [x.kernel for x in est.launches] == ["centroid_norms", "assign"]
+    assign = est.launches[1]
+    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "latency", "launch"}
+    assert assign.bound == "tensor"  # 2*B*N*K*D flops at the dense bf16 rate outweigh reading x once
+    flops = 2 * 32 * 65536 * 1024 * 128
+    assert assign.terms["tensor"] == pytest.approx(flops / 761e12 * 1e3, rel=0.05)  # the measured H200 rate
+    assert est.ms == pytest.approx(sum(x.ms for x in est.launches))
+    assert assign.ctas == 132 and assign.waves == 1  # persistent: one CTA per SM
+
+
+def test_more_points_take_proportionally_longer() -> None:
+    small = _estimate("hopper", {**CELL, "N": 32768}).launches[1].terms["tensor"]
+    large = _estimate("hopper", CELL).launches[1].terms["tensor"]
+    assert large == pytest.approx(2 * small, rel=0.05)
+
+
+def test_a_cta_rereading_its_own_tile_is_not_dram_traffic() -> None:
+    """The naive schedule reads its 128 rows of x once per centroid: its caches serve the re-reads, so
+    DRAM sees x once (512 MiB at 4.27 TB/s is about 0.13 ms), not 1024 times."""
+    dram = _estimate("naive").launches[1].terms["dram"]
+    assert dram < 0.3
+
+
+def test_cake_cost_prints_and_writes_json(capsys: pytest.CaptureFixture) -> None:
+    path = str(SCHEDULES / "hopper.cake")
+    assert cli.main(["cost", path, "--target", "h200", "--problem", "kmeans-assign"]) == 0
+    out = capsys.readouterr().out
+    assert "tensor-bound" in out and "uncalibrated" in out
+    assert cli.main(["cost", path, "--target", "h200", "--shape", "B=2,N=1000,K=100,D=64,T=f16", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "roofline" and doc["calibrated"] is False and doc["ms"] > 0
+
+
+def test_cake_cost_without_every_size_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["cost", str(SCHEDULES / "hopper.cake"), "--target", "h200", "--shape", "B=2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "give D, K, N, T with --shape" in line
