@@ -54,6 +54,11 @@ Whether a load's span can run past the extent is decided over the whole shape do
 the extent for every size is no padding. Sums over padded elements (`rowdot`, `sumsq`) are exact —
 zero is the identity of addition — and are not reported.
 
+What it does not see: the data flow is per kernel and flow-insensitive (a tile that ever holds
+padding is taken to hold it everywhere), any `limit=` counts as excluding the padding whatever its
+value, and a global `bias` masked by `oob=skip` is taken to cover the tile's columns. A padding that
+is neither proved nor broken by the witness search is not reported.
+
 ## Why is this bad?
 A padded column scores `bias + scale * 0`: for nearest-centroid search that is a distance of
 `||c||^2` of a centroid that does not exist, usually 0, which beats every real one. The answer is

@@ -33,7 +33,9 @@ operand with the sizes and loop indices it was seen at: a ring stage no copy fil
 region of it never written (rows 0..63 written, rows 0..127 read).
 
 Ordering is not this rule's business: a read that comes before the write that fills it is CR115's
-finding. A clean result means every element read is written by someone at the sample sizes.
+finding. A clean result means every element read is written by someone at the sample sizes; one
+CTA is simulated (every grid variable 0), and a sample the simulation skips (too many operations,
+an expression without a value) is not looked at.
 
 ## Why is this bad?
 Shared memory is not initialized: the read sees whatever the previous kernel on that SM left there.
