@@ -21,6 +21,8 @@ wait-arrive-swap        a barrier wait and the next arrive of the same block (or
                         wait) exchange places
 stage-count             a ring's stage count (shared buffer or barrier array) one more or less
 pipe-*                  the mistakes a ``pipe`` leaves possible (:mod:`cake_core.mutate.pipe_operators`)
+dropped-write,          a write of shared memory removed; a reduction's ``limit=`` removed
+dropped-limit           (:mod:`cake_core.mutate.dataflow_operators`)
 ======================  ==============================================================================
 """
 
@@ -35,6 +37,7 @@ from cake_core.ir import nodes as n
 from cake_core.location import Loc
 from cake_core.ir.primitive import BarrierAction, Primitive
 from cake_core.ir.printer import expr as text
+from cake_core.mutate.dataflow_operators import DATAFLOW_OPERATORS
 from cake_core.mutate.mutant import Mutant, Operator, plus
 from cake_core.mutate.pipe_operators import PIPE_OPERATORS
 from cake_core.mutate.rewrite import Block, blocks, replace, replace_block
@@ -322,7 +325,7 @@ def _int_literals(node: object) -> Iterator[n.Num]:
 #: every operator, in report order
 OPERATORS: tuple[Operator, ...] = (
     StageIndex(), ParityFlip(), ExpectTx(), ArrivalCount(), DroppedFence(), DroppedMask(), WaitArriveSwap(),
-    StageCount(), *PIPE_OPERATORS,
+    StageCount(), *PIPE_OPERATORS, *DATAFLOW_OPERATORS,
 )  # fmt: skip
 
 

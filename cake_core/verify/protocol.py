@@ -60,7 +60,8 @@ class Protocol:
     model: KernelModel
     facts: KernelFacts
     runs: list[SampleRun]
-    #: whether the kernel has anything a protocol rule looks at (barriers, async-proxy readers)
+    #: whether the kernel has anything a protocol rule looks at (barriers, async-proxy readers); a kernel
+    #: with shared memory and neither is simulated too (its runs show what it reads and writes)
     active: bool
 
 
@@ -88,7 +89,7 @@ def _simulate(model: KernelModel) -> Protocol:
     kf = facts(model)
     active = bool(model.barriers) or bool(kf.async_proxy_readers())
     runs: list[SampleRun] = []
-    if active:
+    if active or model.smem:
         comp = compiler(model)
         plans = {id(of.typed.op): plan(of, model, comp) for of in kf.ops}
         programs = {info.role.name: program(info.role.body, plans, comp) for info in model.roles}

@@ -2,9 +2,12 @@
 # problem: kmeans-assign
 # shape: B=1 N=65 K=200 D=64 T=bf16
 # finds: CS003 wrong-answer
+# refused: CR127
 # The consumer reads the next stage of the cp.async ring, not the one it waited for: cp.async.wait
 # and bar.sync are right, only the stage index is wrong. The hard gates check mbarrier protocols,
 # not cp.async group arithmetic; the interpreter sees the read of a stage whose copy is in flight.
+# CR127 refuses it since: where the ring runs only two tiles (K=1) the read reaches stage 2, which no
+# copy fills.
 # K-Means assignment on the Ampere path: each CTA keeps its rows of x in shared memory, streams
 # centroid k-chunks through a cp.async ring, feeds mma.sync from ldmatrix, and folds each finished
 # centroid tile into a running argmin, so distances never reach global memory.

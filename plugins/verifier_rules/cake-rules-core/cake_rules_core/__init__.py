@@ -27,6 +27,8 @@ CR121     pipe-trip-counts          every consumer instance of a pipe takes as m
 CR122     pipe-release              every pipe stage taken is released once, before it is taken again
 CR123     pipe-copy-unacquired      copies into a pipe's buffer go into a stage the producer acquired
 CR124     pipe-stage-outside        a pipe's buffers are touched only at stages the role holds
+CR127     read-of-unwritten-shared  every element of shared memory read is written by some operation of the CTA
+CR128     padded-reduction          argmin/top-k columns past a tensor's extent (zero-filled) excluded by a limit or mask
 ========  ========================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -45,9 +47,11 @@ from cake_rules_core.features import MissingFeature
 from cake_rules_core.hazards import MissingProxyFence, OverwriteBeforeEmpty, ReadBeforeFull
 from cake_rules_core.mbarrier import ExpectTxBytes, MbarrierArrivalCount, MbarrierParity, WaitNeverCompletes
 from cake_rules_core.mma import MmaShapeDtype
+from cake_rules_core.padding import PaddedReduction
 from cake_rules_core.pipes import PipeCopyUnacquired, PipeRelease, PipeStageOutside, PipeTripCounts
 from cake_rules_core.resources import RegisterBudget, SmemOverLimit, ThreadsAndWarps
 from cake_rules_core.tma import TmaBoxAndAlignment
+from cake_rules_core.unwritten import ReadOfUnwrittenShared
 from cake_rules_core.warps import SetmaxnregLimits, WarpgroupAlignment
 from cake_rules_core.wgmma import SwizzleMismatch, WgmmaShapeAndOperands
 
@@ -78,6 +82,8 @@ RULES: tuple[type[Rule], ...] = (
     PipeRelease,
     PipeCopyUnacquired,
     PipeStageOutside,
+    ReadOfUnwrittenShared,
+    PaddedReduction,
 )
 
 

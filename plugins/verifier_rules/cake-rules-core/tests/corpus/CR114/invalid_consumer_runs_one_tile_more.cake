@@ -25,7 +25,7 @@ kernel pipe(x: global bf16[N, 64], c: global bf16[K, 64], out: global f32[N, 64]
     for kt in 0 .. cdiv(K, BN) + 1:
       let s = kt % S
       mbarrier.wait full[s], parity=(kt / S) % 2  # expect-error[CR114]
-      wgmma acc <- xs, cs[s]^T, accumulate=0
+      wgmma acc <- xs, cs[s]^T, accumulate=0  # expect-error[CR127]
       wgmma.commit
       wgmma.wait pending=0
       mbarrier.arrive empty[s]

@@ -24,7 +24,7 @@ kernel pipe(x: global bf16[N, 64], c: global bf16[K, 64], out: global f32[N, 64]
     for kt in 0 .. cdiv(K, BN):
       let s = kt % S
       mbarrier.wait full[s], parity=(kt / S) % 2
-      wgmma acc <- xs, cs[(kt + 1) % S]^T, accumulate=0  # expect-error[CR115]
+      wgmma acc <- xs, cs[(kt + 1) % S]^T, accumulate=0  # expect-error[CR115, CR127]
       wgmma.commit
       wgmma.wait pending=0
       mbarrier.arrive empty[s]

@@ -20,7 +20,7 @@ kernel pipe(x: global bf16[N, 64], c: global bf16[K, 64], out: global f32[N, 64]
     pipe.wait xb <- xring
     for kt in 0 .. cdiv(K, BN):
       pipe.wait s <- cring
-      wgmma acc <- xs[xb], cs[s]^T, accumulate=0
+      wgmma acc <- xs[xb], cs[s]^T, accumulate=0  # expect-error[CR127]
       wgmma.commit
       wgmma.wait pending=0
       pipe.release cring[s]
