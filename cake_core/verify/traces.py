@@ -315,9 +315,11 @@ class SampleRun:
             yield from t
 
 
-def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int) -> SampleRun:
-    """Every role instance of one CTA walked through its loops at ``sample``: the traces, or why not
-    (more than ``budget`` operations, a stage index outside its ring, an expression without a value)."""
+def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
+             cta: Mapping[str, int] | None = None) -> SampleRun:
+    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
+    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
+    index outside its ring, an expression without a value)."""
     base: Env = dict(model.env)
     base.update(sample.sizes)
     if sample.sms is not None:
@@ -326,7 +328,7 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
         if p.tier == "scalar":
             base[p.name] = 1
     for v in model.kernel.grid.vars:
-        base[v] = 0
+        base[v] = cta.get(v, 0) if cta is not None else 0
     for p in model.pipes:
         base[counter(p)] = 0
     instances: list[Instance] = []

@@ -43,6 +43,8 @@ IDS = {
     "CR122": "pipe-release",
     "CR123": "pipe-copy-unacquired",
     "CR124": "pipe-stage-outside",
+    "CR129": "output-coverage-hole",
+    "CR130": "overlapping-output-writes",
 }
 
 
