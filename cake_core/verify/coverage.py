@@ -37,7 +37,7 @@ from cake_core.verify.analyses import for_model
 from cake_core.verify.facts import KernelFacts, facts
 from cake_core.verify.protocol import protocol_key
 from cake_core.verify.samples import Sample, Sizes, sizes
-from cake_core.verify.traces import Plan, Program, compiler, program, simulate
+from cake_core.verify.traces import Plan, Program, box_fns, compiler, program, simulate
 
 MAX_ELEMENTS = 1 << 20  # elements of one output at one sample
 MAX_STEPS = 20000  # write operations (and binds) of one sample, every CTA together
@@ -128,15 +128,7 @@ def plans(model: KernelModel, kf: KernelFacts, comp: Compiled, tensors: tuple[st
             o = e.operand
             if e.tier is not Kind.GLOBAL or e.access is not Access.WRITE or o.name not in tensors:
                 continue
-            dims = []
-            for d, ext in enumerate(params[o.name].shape):
-                item = o.index[d] if d < len(o.index) else None
-                if isinstance(item, n.At):
-                    dims.append((comp(item.expr), None))
-                elif isinstance(item, n.Span):
-                    dims.append((comp(item.start), comp(item.size)))
-                else:
-                    dims.append((zero, comp(ext)))
+            dims = box_fns(o.index, params[o.name].shape, comp, lambda ext: (zero, comp(ext)))
             accesses.append((o.name, False, dims, (False, True, False, False, False), e))
         binds = [(b.name, comp(b.value)) for b in of.prim.binds(of.typed)]
         out[id(of.typed.op)] = Plan(of, [], [], [], accesses, None, bool(accesses or binds), binds=binds)
@@ -290,57 +282,3 @@ def _walk(model: KernelModel, sample: Sample, programs: dict[str, Program], exte
             dims = tuple(d for d, i in enumerate(index) if not m.seen[d][i])
             cov.holes.append(Hole(t, sample, index, m.written.count(0), len(m.written), dims))
 
-
-def _mentions(e: n.Expr | None) -> set[str]:
-    return {x.id for x in n.walk_expr(e) if isinstance(x, n.Name)} if e is not None else set()
-
-
-def _enclosing(body: tuple[n.Stmt, ...], loops: tuple[n.For, ...], lets: dict[str, set[str]],
-               out: dict[int, tuple[tuple[n.For, ...], dict[str, set[str]]]]) -> None:  # fmt: skip
-    """For every operation of ``body`` (by ``id``): its enclosing loops, outermost first, and the names
-    each ``let`` in scope depends on (closed over earlier lets)."""
-    lets = dict(lets)
-    for s in body:
-        if isinstance(s, n.Op):
-            out[id(s)] = (loops, lets)
-        elif isinstance(s, n.Let):
-            names = _mentions(s.value)
-            lets[s.name] = names.union(*(lets.get(x, set()) for x in names))
-        elif isinstance(s, n.For):
-            _enclosing(s.body, loops + (s,), lets, out)
-        elif isinstance(s, n.If):
-            _enclosing(s.then, loops, lets, out)
-            _enclosing(s.orelse, loops, lets, out)
-
-
-def site(model: KernelModel, tensor: str, dims: tuple[int, ...] = ()) -> tuple[Loc, str]:
-    """Where a hole in ``tensor`` comes from, and what it is: the loop around a store of ``tensor`` whose
-    variable indexes one of ``dims`` (the dimensions the hole lies outside of), else a persistent loop
-    around one (a loop whose bounds name a grid variable), else the kernel's grid."""
-    k = model.kernel
-    scopes: dict[int, tuple[tuple[n.For, ...], dict[str, set[str]]]] = {}
-    for role in k.roles:
-        _enclosing(role.body, (), {}, scopes)
-    grid = set(k.grid.vars)
-    persistent: n.For | None = None
-    for typed in model.ops:
-        loops, lets = scopes.get(id(typed.op), ((), {}))
-        for e in typed.prim.effects(typed):
-            o = e.operand
-            if e.tier is not Kind.GLOBAL or e.access is not Access.WRITE or o.name != tensor:
-                continue
-            names: set[str] = set()
-            for d in dims:
-                item = o.index[d] if d < len(o.index) else None
-                for x in _mentions(item.expr if isinstance(item, n.At) else
-                                   item.start if isinstance(item, n.Span) else None):  # fmt: skip
-                    names |= {x} | lets.get(x, set())
-            for loop in loops:
-                if loop.var in names:
-                    return loop.loc, "loop"
-                bounds = _mentions(loop.start) | _mentions(loop.stop) | _mentions(loop.step)
-                if persistent is None and (bounds.union(*(lets.get(v, set()) for v in bounds)) & grid):
-                    persistent = loop
-    if persistent is not None:
-        return persistent.loc, "persistent loop"
-    return k.grid.loc, "grid"

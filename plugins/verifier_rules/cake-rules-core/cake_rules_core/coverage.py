@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
-from cake_core.verify.coverage import coverage, site
+from cake_core.verify.coverage import coverage
+from cake_core.ir.holes import ADVICE, site
 from cake_core.verify.samples import Sample
 from cake_core.verify.rule import Rule, RuleContext
 
@@ -68,12 +69,15 @@ are multiples of the tile and silently wrong on the others.
         cov = coverage(ctx.checked, ctx.model)
         for h in cov.holes:
             loc, what = site(ctx.model, h.tensor, h.dims)
+            twice = any(o.tensor == h.tensor for o in cov.overlaps)
             yield self.at(
                 loc,
                 f"{h.missing} of the {h.total} elements of output `{h.tensor}` are never written at "
                 f"{_sizes(h.sample)}: the first is {_element(h.tensor, h.index)}",
                 label=f"this {what} leaves {_element(h.tensor, h.index)} unwritten",
-                help="cover the partial tiles too: `cdiv(N, BM)` tiles, with masked stores (`oob=skip`)",
+                notes=(f"other elements of `{h.tensor}` are written twice (CR130): writers that store the same "
+                       "elements leave the ones they should store unwritten",) if twice else (),
+                help=ADVICE[what],
             )
 
 
