@@ -14,7 +14,8 @@ with its writer.
 program by its launches (for a kernel the program does not launch, every written global parameter);
 program buffers are intermediate, and a tensor the kernel also reads, or updates with atomics, is
 excluded (what is not written keeps its value on purpose). Boxes are clipped to the tensor: a masked
-store (``oob=skip``) writes only in-bounds elements, and CR108 owns unmasked ones.
+store (``oob=skip``) writes only in-bounds elements, and CR108 owns unmasked ones (an output an unmasked
+store leaves at some sample has no holes reported there: the launch faults).
 
 Budget: at most :data:`MAX_ELEMENTS` elements per output and :data:`MAX_STEPS` write operations per
 sample, over at most :data:`MAX_CTAS` CTAs; a sample past them is skipped (``Coverage.skipped``).
@@ -253,6 +254,7 @@ def _walk(model: KernelModel, sample: Sample, programs: dict[str, Program], exte
     writers: dict[tuple, int] = {}  # (CTA, instance, store) -> writer id, from 1
     found: list[Writer] = [Writer((), "", UNKNOWN)]  # writer id -> writer (0: nobody)
     agents: list[tuple] = [()]  # writer id -> (CTA, instance)
+    faults: set[str] = set()
     budget = MAX_STEPS
     grid = model.kernel.grid.vars
     for rev in _points([(0, x) for x in reversed(extents)]):
@@ -271,13 +273,17 @@ def _walk(model: KernelModel, sample: Sample, programs: dict[str, Program], exte
                         wid = writers[key] = len(found)
                         found.append(Writer(cta, inst.who, step.op.loc))
                         agents.append((cta, inst.index))
-                    marks[acc.buffer].write(acc.box, wid, agents)
+                    m = marks[acc.buffer]
+                    if not acc.effect.masked and any(lo < 0 or hi > ext for (lo, hi), ext in zip(acc.box, m.shape,
+                                                                                                   strict=True)):
+                        faults.add(acc.buffer)  # the launch faults (CR108): its holes are a consequence
+                    m.write(acc.box, wid, agents)
     for t, m in marks.items():  # the first sample that shows a mistake in a tensor names it
         if m.overlap is not None and all(o.tensor != t for o in cov.overlaps):
             flat, first, second = m.overlap
             cov.overlaps.append(Overlap(t, sample, m.index(flat), found[first], found[second]))
         zero = m.written.find(0)
-        if zero >= 0 and all(h.tensor != t for h in cov.holes):
+        if zero >= 0 and t not in faults and all(h.tensor != t for h in cov.holes):
             index = m.index(zero)
             dims = tuple(d for d, i in enumerate(index) if not m.seen[d][i])
             cov.holes.append(Hole(t, sample, index, m.written.count(0), len(m.written), dims))
