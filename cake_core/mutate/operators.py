@@ -37,6 +37,7 @@ from cake_core.ir import nodes as n
 from cake_core.location import Loc
 from cake_core.ir.primitive import BarrierAction, Primitive
 from cake_core.ir.printer import expr as text
+from cake_core.mutate.coverage_operators import COVERAGE_OPERATORS
 from cake_core.mutate.dataflow_operators import DATAFLOW_OPERATORS
 from cake_core.mutate.mutant import Mutant, Operator, plus
 from cake_core.mutate.pipe_operators import PIPE_OPERATORS
@@ -325,7 +326,7 @@ def _int_literals(node: object) -> Iterator[n.Num]:
 #: every operator, in report order
 OPERATORS: tuple[Operator, ...] = (
     StageIndex(), ParityFlip(), ExpectTx(), ArrivalCount(), DroppedFence(), DroppedMask(), WaitArriveSwap(),
-    StageCount(), *PIPE_OPERATORS, *DATAFLOW_OPERATORS,
+    StageCount(), *PIPE_OPERATORS, *DATAFLOW_OPERATORS, *COVERAGE_OPERATORS,
 )  # fmt: skip
 
 

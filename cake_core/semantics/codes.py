@@ -163,7 +163,29 @@ meaning on a GPU either.
 Exclude the size from the domain (`G >= 1`) or guard the expression.
 """)
 
+OUTPUT_NEVER_WRITTEN = _code("CS010", "output-never-written", "elements of an output no store of the run wrote", """
+## What it checks
+At the end of a run, every element of each program parameter that a kernel writes and that the run
+did not receive as input was written by some store. Elements no store touched are reported at the
+grid, or at the loop, that should have covered them: the loop around the tensor's stores whose
+variable indexes the first unwritten element's missing coordinate, else a persistent loop around them
+(one whose bounds name a grid variable), else the writing kernel's grid. Program buffers are
+intermediate and are not checked (their padding may stay unwritten when nothing reads it).
+
+## Why
+An output element nothing writes holds whatever the memory held: the answer is right on shapes that
+are multiples of the tile and wrong on the others. The verifier's CR129 finds the same mistake
+statically, at sampled sizes.
+
+## Example
+    grid (t, b) over (N / BM, B)                 # N = 300: rows 256..299 are never written
+
+## Use instead
+    grid (t, b) over (cdiv(N, BM), B)
+""")
+
 SEMANTICS_CODES: dict[str, Code] = {
     c.code: c
-    for c in (OUT_OF_BOUNDS, UNINITIALIZED, RACE, DEADLOCK, STEP_LIMIT, PHASE_OVERRUN, NO_SEMANTICS, BAD_VALUE)
+    for c in (OUT_OF_BOUNDS, UNINITIALIZED, RACE, DEADLOCK, STEP_LIMIT, PHASE_OVERRUN, NO_SEMANTICS, BAD_VALUE,
+              OUTPUT_NEVER_WRITTEN)
 }

@@ -13,6 +13,9 @@ poisoned. The sizes (and type variables, ``T -> "bf16"``) select the program's s
 through each launch's bindings, each kernel's (:func:`cake_core.ir.program.kernel_spec`). Launches run in
 order; a fatal finding (a fault, a deadlock, the step bound) ends the run, as a dead GPU context ends
 every launch after it.
+At the end of a run that no fatal finding stopped, each program parameter some kernel wrote and the
+caller did not pass in must be written everywhere: elements no store touched are CS010, at the grid or
+loop of the last kernel writing it that should have covered them (:func:`cake_core.ir.holes.site`).
 
 **Launch.** Every CTA of the grid runs in turn, the first grid variable varying fastest. CTAs are
 independent here: nothing orders them on a GPU either, and the interpreter does not look for races
@@ -110,6 +113,7 @@ from cake_core.errors import CakeUserError
 from cake_core.hostdata import host_array
 from cake_core.ir import nodes as n
 from cake_core.ir import pipes
+from cake_core.ir.holes import ADVICE, site
 from cake_core.ir.exprs import Compiled, EvalError, evaluate
 from cake_core.location import UNKNOWN
 from cake_core.ir.primitive import Access, ExecFault, Kind
@@ -218,6 +222,7 @@ class Interpreter:
         self.infos: dict[int, OpInfo] = {}
         self.exprs = Compiled()
         self.sms = DEFAULT_SMS
+        self.writers: dict[str, tuple[KernelModel, str]] = {}  # tensor -> the last kernel writing it, its parameter
 
     # -- program ------------------------------------------------------------------------------------
 
@@ -248,12 +253,38 @@ class Interpreter:
         except Stop as stop:
             self.findings.report(stop.finding)
             stopped = True
+        if not stopped:
+            self.never_written(prog, inputs, stores)
         return InterpResult(
             {p.name: stores[p.name].data for p in prog.params},
             {b.name: stores[b.name].data for b in prog.buffers},
             list(self.findings.found.values()), self.steps, launches, self.ctas_done, stopped,
             time.perf_counter() - start, self.policy, self.seed,
         )  # fmt: skip
+
+    def never_written(self, prog: n.Program, inputs: Mapping[str, np.ndarray], stores: dict[str, Store]) -> None:
+        """CS010 for each program parameter some kernel wrote, not given as input, with elements no
+        store touched: at the loop or grid that should have covered them (:func:`~cake_core.ir.holes.site`)."""
+        for p in prog.params:
+            if p.name in inputs or p.name not in self.writers:
+                continue
+            written = stores[p.name].written
+            if written.all():
+                continue
+            first = tuple(int(i) for i in np.argwhere(~written)[0])
+            dims = tuple(d for d, i in enumerate(first) if not written.take(i, axis=d).any())
+            model, param = self.writers[p.name]
+            loc, what = site(model, param, dims)
+            element = f"`{p.name}[{', '.join(str(i) for i in first)}]`"
+            self.findings.kernel, self.findings.coords = model.kernel.name, ()
+            self.findings.report(self.findings.make(
+                codes.OUTPUT_NEVER_WRITTEN, loc,
+                f"{int((~written).sum())} of the {written.size} elements of output `{p.name}` were never written; "
+                f"the first is {element}",
+                label=f"this {what} leaves {element} unwritten",
+                help=ADVICE[what],
+            ))  # fmt: skip
+        self.findings.kernel = None
 
     def launch(self, lm: LaunchModel, env: dict[str, int | str], stores: dict[str, Store]) -> None:
         k = lm.kernel
@@ -289,6 +320,9 @@ class Interpreter:
                     written.add(e.operand.name)
         for name, store in globals_.items():
             store.tracked = name in written
+        for p, arg in zip(k.params, lm.launch.args, strict=True):
+            if p.name in written:
+                self.writers[arg] = (model, p.name)
         self.findings.kernel = k.name
         extents = []
         for e in k.grid.extents:

@@ -17,7 +17,7 @@ accesses as boxes of concrete indices. Values are never computed.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -139,6 +139,22 @@ def copy_bytes(of: OpFacts) -> int:
     return total
 
 
+def box_fns(index: tuple[n.Idx, ...], shape: Iterable[Any], comp: Compiled,
+            whole: Callable[[Any], _DimFn]) -> list[_DimFn]:  # fmt: skip
+    """The compiled box of an access indexing a tensor of ``shape`` with ``index``: per dimension the
+    start and size functions of a span, the start of an index (no size), or ``whole(extent)``."""
+    dims: list[_DimFn] = []
+    for d, ext in enumerate(shape):
+        item = index[d] if d < len(index) else None
+        if isinstance(item, n.At):
+            dims.append((comp(item.expr), None))
+        elif isinstance(item, n.Span):
+            dims.append((comp(item.start), comp(item.size)))
+        else:
+            dims.append(whole(ext))
+    return dims
+
+
 def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
     """The plan of one operation of ``model``."""
     waits, signals, completes, accesses = [], [], [], []
@@ -158,14 +174,7 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
             dims: list[_DimFn] = []
             if info.stages is not None:
                 dims.append((comp(o.stage), None) if o.stage is not None else (None, info.stages))
-            for d, ext in enumerate(info.shape):
-                item = o.index[d] if d < len(o.index) else None
-                if isinstance(item, n.At):
-                    dims.append((comp(item.expr), None))
-                elif isinstance(item, n.Span):
-                    dims.append((comp(item.start), comp(item.size)))
-                else:
-                    dims.append((None, ext))
+            dims += box_fns(o.index, info.shape, comp, lambda ext: (None, ext))
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
@@ -315,9 +324,11 @@ class SampleRun:
             yield from t
 
 
-def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int) -> SampleRun:
-    """Every role instance of one CTA walked through its loops at ``sample``: the traces, or why not
-    (more than ``budget`` operations, a stage index outside its ring, an expression without a value)."""
+def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
+             cta: Mapping[str, int] | None = None) -> SampleRun:
+    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
+    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
+    index outside its ring, an expression without a value)."""
     base: Env = dict(model.env)
     base.update(sample.sizes)
     if sample.sms is not None:
@@ -326,7 +337,7 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
         if p.tier == "scalar":
             base[p.name] = 1
     for v in model.kernel.grid.vars:
-        base[v] = 0
+        base[v] = cta.get(v, 0) if cta is not None else 0
     for p in model.pipes:
         base[counter(p)] = 0
     instances: list[Instance] = []

@@ -17,6 +17,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.mutate import OPERATORS, Mutant, mutants, operator
+from cake_core.mutate.coverage_operators import COVERAGE_OPERATORS
 from cake_core.mutate.pipeline import Fate, Judge, summarize
 from cake_core.mutate.rewrite import blocks, replace, replace_block
 from cake_core.mutate.subjects import ProblemExerciser, Subject
@@ -72,11 +73,13 @@ def _of(name: str) -> list[Mutant]:
 
 def test_every_operator_has_sites_in_the_pipeline() -> None:
     """The explicit pipeline is a site of every operator but the pipe classes (it has no `pipe`; those
-    are tested on the Hopper schedules in test_pipe_operators.py) and `dropped-limit` (it has no
-    reduction; test_dataflow_operators.py)."""
+    are tested on the Hopper schedules in test_pipe_operators.py, the coverage classes in
+    test_coverage_operators.py) and `dropped-limit` (it has no reduction; test_dataflow_operators.py)."""
     base = parse(PIPE, "pipe.cake")
     found = {m.operator for m in mutants(base, _prims())}
-    assert found == {op.name for op in OPERATORS if not op.name.startswith("pipe-") and op.name != "dropped-limit"}
+    coverage = {op.name for op in COVERAGE_OPERATORS}
+    expected = {op.name for op in OPERATORS if not op.name.startswith("pipe-") and op.name != "dropped-limit"}
+    assert found - coverage == expected - coverage
 
 
 def test_stage_index_variants() -> None:

@@ -29,6 +29,8 @@ CR123     pipe-copy-unacquired      copies into a pipe's buffer go into a stage 
 CR124     pipe-stage-outside        a pipe's buffers are touched only at stages the role holds
 CR127     read-of-unwritten-shared  every element of shared memory read is written by some operation of the CTA
 CR128     padded-reduction          argmin/top-k columns past a tensor's extent (zero-filled) excluded by a limit or mask
+CR129     output-coverage-hole      every output element written by some CTA, for every sampled shape
+CR130     overlapping-output-writes no output element written by two role instances or two CTAs
 ========  ========================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -43,6 +45,7 @@ from cake_core.verify.rule import Rule
 
 from cake_rules_core.alignment import CpAsyncSizeAlignment, VectorAccessAlignment
 from cake_rules_core.bounds import UnmaskedOutOfBounds
+from cake_rules_core.coverage import OutputCoverageHole, OverlappingOutputWrites
 from cake_rules_core.features import MissingFeature
 from cake_rules_core.hazards import MissingProxyFence, OverwriteBeforeEmpty, ReadBeforeFull
 from cake_rules_core.mbarrier import ExpectTxBytes, MbarrierArrivalCount, MbarrierParity, WaitNeverCompletes
@@ -84,6 +87,8 @@ RULES: tuple[type[Rule], ...] = (
     PipeStageOutside,
     ReadOfUnwrittenShared,
     PaddedReduction,
+    OutputCoverageHole,
+    OverlappingOutputWrites,
 )
 
 

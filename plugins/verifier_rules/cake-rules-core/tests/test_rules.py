@@ -45,6 +45,8 @@ IDS = {
     "CR124": "pipe-stage-outside",
     "CR127": "read-of-unwritten-shared",
     "CR128": "padded-reduction",
+    "CR129": "output-coverage-hole",
+    "CR130": "overlapping-output-writes",
 }
 
 

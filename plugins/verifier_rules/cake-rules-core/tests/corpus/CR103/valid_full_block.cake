@@ -11,4 +11,5 @@ kernel split(x: global f32[N, 64], out: global f32[N])
   role writers warps 4..32 per 4:
     reg v: f32[R] layout rows
     fill v, value=0.0
-    store out[t * R : +R] <- v, oob=skip
+    if self == 0:
+      store out[t * R : +R] <- v, oob=skip
