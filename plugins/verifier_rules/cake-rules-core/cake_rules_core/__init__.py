@@ -27,6 +27,8 @@ CR121     pipe-trip-counts          every consumer instance of a pipe takes as m
 CR122     pipe-release              every pipe stage taken is released once, before it is taken again
 CR123     pipe-copy-unacquired      copies into a pipe's buffer go into a stage the producer acquired
 CR124     pipe-stage-outside        a pipe's buffers are touched only at stages the role holds
+CR125     release-before-instance-sync  a release by fewer threads than read the buffer follows a CTA barrier
+CR126     missing-instance-barrier  threads of one instance read shared memory they wrote after a CTA barrier
 ========  ========================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -42,6 +44,7 @@ from cake_core.verify.rule import Rule
 from cake_rules_core.alignment import CpAsyncSizeAlignment, VectorAccessAlignment
 from cake_rules_core.bounds import UnmaskedOutOfBounds
 from cake_rules_core.features import MissingFeature
+from cake_rules_core.instance_sync import MissingInstanceBarrier, ReleaseBeforeInstanceSync
 from cake_rules_core.hazards import MissingProxyFence, OverwriteBeforeEmpty, ReadBeforeFull
 from cake_rules_core.mbarrier import ExpectTxBytes, MbarrierArrivalCount, MbarrierParity, WaitNeverCompletes
 from cake_rules_core.mma import MmaShapeDtype
@@ -78,6 +81,8 @@ RULES: tuple[type[Rule], ...] = (
     PipeRelease,
     PipeCopyUnacquired,
     PipeStageOutside,
+    ReleaseBeforeInstanceSync,
+    MissingInstanceBarrier,
 )
 
 
