@@ -21,6 +21,8 @@ wait-arrive-swap        a barrier wait and the next arrive of the same block (or
                         wait) exchange places
 stage-count             a ring's stage count (shared buffer or barrier array) one more or less
 pipe-*                  the mistakes a ``pipe`` leaves possible (:mod:`cake_core.mutate.pipe_operators`)
+arrive-per-instance,    the orderings between the threads of one role instance
+dropped-instance-sync   (:mod:`cake_core.mutate.threads_operators`)
 ======================  ==============================================================================
 """
 
@@ -38,6 +40,7 @@ from cake_core.ir.printer import expr as text
 from cake_core.mutate.mutant import Mutant, Operator, plus
 from cake_core.mutate.pipe_operators import PIPE_OPERATORS
 from cake_core.mutate.rewrite import Block, blocks, replace, replace_block
+from cake_core.mutate.threads_operators import THREADS_OPERATORS
 
 _WAITS = frozenset({BarrierAction.WAIT})
 _ARRIVES = frozenset({BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX})
@@ -322,7 +325,7 @@ def _int_literals(node: object) -> Iterator[n.Num]:
 #: every operator, in report order
 OPERATORS: tuple[Operator, ...] = (
     StageIndex(), ParityFlip(), ExpectTx(), ArrivalCount(), DroppedFence(), DroppedMask(), WaitArriveSwap(),
-    StageCount(), *PIPE_OPERATORS,
+    StageCount(), *PIPE_OPERATORS, *THREADS_OPERATORS,
 )  # fmt: skip
 
 
