@@ -122,7 +122,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir import pipes
 from cake_core.ir.exprs import Compiled, EvalError, evaluate
 from cake_core.location import UNKNOWN
-from cake_core.ir.primitive import Access, ExecFault, Kind
+from cake_core.ir.primitive import Access, ExecFault, Kind, is_warpgroup_wide
 from cake_core.ir.model import CheckedModule, KernelModel, LaunchModel, TypedOpImpl
 from cake_core.ir.program import kernel_spec
 from cake_core.semantics import codes, operands, reports
@@ -135,7 +135,6 @@ from cake_core.semantics.operands import ExecContext, OpInfo, accesses, barrier
 from cake_core.semantics.clocks import join
 from cake_core.semantics.races import RegionTransfer
 from cake_core.semantics.scheduler import POLICIES, InterpCta, InterpInstance, Scheduler
-from cake_core.verify.facts import is_warpgroup_wide
 
 DEFAULT_MAX_STEPS = 1_000_000
 
