@@ -29,7 +29,7 @@ from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import EvalError, evaluate
 from cake_core.ir.model import KernelModel
-from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind
+from cake_core.ir.primitive import Access, BarrierAction, Effect
 from cake_core.verify.analyses import for_model
 from cake_core.verify.facts import KernelFacts, OpFacts, facts, is_warpgroup_wide
 from cake_core.verify.rule import Rule, RuleContext
