@@ -378,6 +378,12 @@ class Primitive:
         return CostTerms()
 
 
+def is_warpgroup_wide(prim: Primitive, features: frozenset[Feature]) -> bool:
+    """Whether one execution of the operation is issued by a whole warpgroup: its primitive declares
+    ``warpgroup = True``, or it needs the ``wgmma`` feature."""
+    return getattr(type(prim), "warpgroup", False) is True or Feature.WGMMA in features
+
+
 def masked(op: TypedOp, key: str = "oob") -> bool:
     """Whether ``op`` gives its bounds-mask attribute ``key`` (and not as ``none``)."""
     return _mask_given(op.attr(key))

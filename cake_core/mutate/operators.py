@@ -23,6 +23,8 @@ stage-count             a ring's stage count (shared buffer or barrier array) on
 pipe-*                  the mistakes a ``pipe`` leaves possible (:mod:`cake_core.mutate.pipe_operators`)
 dropped-write,          a write of shared memory removed; a reduction's ``limit=`` removed
 dropped-limit           (:mod:`cake_core.mutate.dataflow_operators`)
+arrive-per-instance,    the orderings between the threads of one role instance
+dropped-instance-sync   (:mod:`cake_core.mutate.threads_operators`)
 ======================  ==============================================================================
 """
 
@@ -42,6 +44,7 @@ from cake_core.mutate.dataflow_operators import DATAFLOW_OPERATORS
 from cake_core.mutate.mutant import Mutant, Operator, plus
 from cake_core.mutate.pipe_operators import PIPE_OPERATORS
 from cake_core.mutate.rewrite import Block, blocks, replace, replace_block
+from cake_core.mutate.threads_operators import THREADS_OPERATORS
 
 _WAITS = frozenset({BarrierAction.WAIT})
 _ARRIVES = frozenset({BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX})
@@ -326,7 +329,7 @@ def _int_literals(node: object) -> Iterator[n.Num]:
 #: every operator, in report order
 OPERATORS: tuple[Operator, ...] = (
     StageIndex(), ParityFlip(), ExpectTx(), ArrivalCount(), DroppedFence(), DroppedMask(), WaitArriveSwap(),
-    StageCount(), *PIPE_OPERATORS, *DATAFLOW_OPERATORS, *COVERAGE_OPERATORS,
+    StageCount(), *PIPE_OPERATORS, *THREADS_OPERATORS, *DATAFLOW_OPERATORS, *COVERAGE_OPERATORS,
 )  # fmt: skip
 
 

@@ -41,7 +41,10 @@ class Transfer:
     is a component of its own, its position when it shares a lane with others). ``vc``: its issuer's
     clock at issue, with its own epoch. ``issuer``: the issuing instance's component. ``group``: the
     asynchronous group it joined, else None. ``tx_barriers``: each barrier it signals with the bytes it
-    completes there. ``writes``/``reads``: what it accesses, in the model's own terms.
+    completes there. ``writes``/``reads``: what it accesses, in the model's own terms. ``collective``:
+    one unit executes it for all the issuer's threads (a warpgroup-wide ``wgmma``), so every thread
+    that waits for its group sees it complete; its accesses keep its own epoch, which the issuer
+    acquires at the wait, instead of counting as the issuer's threads' own accesses.
     """
 
     comp: int
@@ -52,7 +55,13 @@ class Transfer:
     writes: list[Any] = attrs.field(factory=list)
     reads: list[Any] = attrs.field(factory=list)
     tx_barriers: list[tuple[BarState, int]] = attrs.field(factory=list)
+    collective: bool = False
     done: bool = False
+
+    @property
+    def own_epoch(self) -> bool:
+        """Whether its accesses keep its own epoch when it lands at its issuer's group wait."""
+        return self.collective or bool(self.tx_barriers)
 
 
 @attrs.define(eq=False, slots=True)
@@ -144,16 +153,16 @@ class Cta:
     def land(self, a: RoleInstance, tr: Transfer, clock: int) -> None:
         """A transfer of ``a``'s group completes at ``a``'s group wait (or exit), in ``a``'s program order.
 
-        Its accesses are ``a``'s at ``clock``. A transfer that also signals a barrier keeps its own
-        epoch, which ``a`` acquires here.
+        Its accesses are ``a``'s at ``clock``. A transfer that also signals a barrier, or a collective
+        one, keeps its own epoch, which ``a`` acquires here.
         """
         self.complete(tr, a.comp, clock)
-        if tr.tx_barriers:
+        if tr.own_epoch:
             join(a.vc, tr.vc)
 
     def complete(self, tr: Transfer, comp: int | None = None, clock: int = 1) -> None:
         """A transfer lands: its accesses take effect (at ``(comp, clock)``, or its own epoch when
-        the machine completes it or it signals barriers), its barriers get their bytes.
+        the machine completes it, it signals barriers or it is collective), its barriers get their bytes.
 
         A transfer of a group that signals a barrier may have landed before its group wait (the
         machine completes it so the barrier can move); the wait then finds it done.
@@ -161,7 +170,7 @@ class Cta:
         if tr.done:
             return
         tr.done = True
-        if comp is None or tr.tx_barriers:
+        if comp is None or tr.own_epoch:
             comp, clock = tr.comp, tr.clock
         self.landed(tr, comp, clock)
         self.inflight.remove(tr)

@@ -80,10 +80,20 @@ when it was checked for a target (asking for another is an error), else the call
 
 Where this differs from a GPU
 -----------------------------
-* One instance stands for all its threads. An mbarrier arrival counts the arrivals its
-  effect declares all at once, and releases everything the instance did before it — also when one
-  elected thread arrives for the instance (``per=instance``), where on a GPU only that thread's own
-  earlier accesses are released.
+* One instance stands for all its threads, each accessing its part of every tile. An mbarrier
+  arrival counts the arrivals its effect declares all at once. When every thread arrives (or the
+  effect declares no ``arrivals``: the instance arrives as a whole) it releases everything the
+  instance did before it; when fewer do (one elected thread, ``per=instance``), only
+  what the instance did before its last CTA barrier, what it acquired by waits, and its asynchronous
+  operations — so another instance's access after the arrival races with the other threads' accesses
+  (CS003 names the threads). The elected thread's own accesses since the barrier are left out too:
+  no operation says which thread is elected, and no primitive accesses memory from one thread alone
+  but asynchronous copies (their own components).
+* A *collective* asynchronous operation (warpgroup-wide: a primitive declaring ``warpgroup = True``
+  or needing the ``wgmma`` feature) is one unit's for all the issuing threads: when it lands at the
+  group wait every thread has waited for it, so its accesses keep their own epoch, which the
+  instance acquires there; a per-thread asynchronous operation (``cp.async``) lands as the issuing
+  threads' own accesses, which reach the instance's other threads after a CTA barrier.
 * An asynchronous copy reads its source when issued; the read is checked for races at issue and kept
   in flight (writes to the source meanwhile are races) until it completes.
 * A copy tracked by an asynchronous group never completes before its group wait, so a read before
@@ -116,7 +126,7 @@ from cake_core.ir import pipes
 from cake_core.ir.holes import ADVICE, site
 from cake_core.ir.exprs import Compiled, EvalError, evaluate
 from cake_core.location import UNKNOWN
-from cake_core.ir.primitive import Access, ExecFault, Kind
+from cake_core.ir.primitive import Access, ExecFault, Kind, is_warpgroup_wide
 from cake_core.ir.model import CheckedModule, KernelModel, LaunchModel, TypedOpImpl
 from cake_core.ir.program import kernel_spec
 from cake_core.semantics import codes, operands, reports
@@ -220,6 +230,7 @@ class Interpreter:
         self.steps = 0
         self.ctas_done = 0
         self.infos: dict[int, OpInfo] = {}
+        self.collectives: dict[int, bool] = {}
         self.exprs = Compiled()
         self.sms = DEFAULT_SMS
         self.writers: dict[str, tuple[KernelModel, str]] = {}  # tensor -> the last kernel writing it, its parameter
@@ -409,6 +420,13 @@ class Interpreter:
             info = self.infos[id(typed)] = OpInfo.of(typed)
         return info
 
+    def collective(self, info: OpInfo) -> bool:
+        """Whether one unit executes the operation for all the issuing threads (warpgroup-wide)."""
+        found = self.collectives.get(id(info.typed))
+        if found is None:
+            found = self.collectives[id(info.typed)] = is_warpgroup_wide(info.prim, info.prim.features(info.typed))
+        return found
+
     # -- one operation ------------------------------------------------------------------------------
 
     def op(self, a: InterpInstance, op: n.Op) -> Iterator[None]:
@@ -478,13 +496,19 @@ class Interpreter:
             vc = dict(a.vc)
             vc[comp] = 1
             transfer = RegionTransfer(comp, 1, vc, a.comp, prim.group, op_name=op.name, loc=op.loc, who=a.who,
-                                      sync_clock=a.sync_clock)
+                                      sync_clock=a.sync_clock, collective=self.collective(info))
         actor = a.actor(op.loc)
         for e in info.tiles:
             region = regions[e.operand.slot.name]
             for access in accesses(e):
                 for c in cta.tracker.check(actor, region, access, transfer, e.asynchronous, atomic=e.atomic):
-                    self.findings.report(reports.race(self.findings, a.who, a.comp, info, c, e.operand.expr.loc))
+                    found = reports.race(self.findings, a.who, a.comp, info, c, e.operand.expr.loc)
+                    partial = cta.partial_release(c.other) if c.other is not None else None
+                    if partial is not None:
+                        found = attrs.evolve(found, message=f"{found.message}: {partial.words(c.other)}",
+                                             help="put a CTA barrier (`bar.sync`) between the accesses and the "
+                                             "release, or let every thread arrive (`per=thread`)")
+                    self.findings.report(found)
 
         # 5. execute
         try:
@@ -525,8 +549,11 @@ class Interpreter:
                 else:
                     nbytes = transfer.nbytes if transfer is not None else 0
             if e.barrier in ARRIVES:
-                count = int(self.effect_value(a, e.arrivals, op)) if e.arrivals is not None else 1
-                bar.signal(nbytes, a.vc, count, a.who)
+                if e.arrivals is None:  # the instance arrives once, as a whole
+                    bar.signal(nbytes, a.vc, 1, a.who)
+                else:
+                    count = int(self.effect_value(a, e.arrivals, op))
+                    bar.signal(nbytes, a.release(count, op, t), count, a.who)
             else:
                 bar.signal(nbytes)
 

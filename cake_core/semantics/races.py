@@ -6,10 +6,14 @@ synchronization joins clocks:
 
 * a CTA barrier joins every instance's clock into every instance's clock;
 * an mbarrier arrival (and a copy's completion, ``complete_tx``) joins the arriving clock into the
-  barrier's current phase; a wait that sees the phase complete joins the phase's clock into the waiter;
+  barrier's current phase; a wait that sees the phase complete joins the phase's clock into the waiter.
+  An arrival by fewer threads than its instance has (one elected thread) joins a clock whose own
+  component stops at the instance's last CTA barrier: the other threads' later accesses stay
+  unordered for the waiter;
 * a copy of an asynchronous group completes at its issuer's group wait, in the issuer's program order,
   and its accesses count as the issuer's there; a copy that signals a barrier keeps its own epoch,
-  which the barrier passes on.
+  which the barrier passes on, and so does a collective (warpgroup-wide) one, which the issuer
+  acquires at its group wait.
 
 An access record holds the region (a box in the store's coordinates, the stage first), the epoch
 ``(component, clock)`` of the access, and where it came from. An access by an actor is ordered after

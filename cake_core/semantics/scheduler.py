@@ -6,6 +6,11 @@ machine complete in-flight copies only when no instance can. ``policy="random"``
 operation, whether to keep running the same instance or to switch to a random runnable one (or to
 complete a random in-flight copy), from a seeded generator. When no instance can run and no copy is
 in flight, the CTA is deadlocked.
+
+It also keeps what the threads of one instance release: an arrival by fewer threads than the instance
+has (one elected thread, ``per=instance``) releases only what every thread did before the instance's
+last CTA barrier (:meth:`InterpInstance.release`), and the CTA remembers each such partial release to
+name the threads in the race it leaves behind (:class:`PartialRelease`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from cake_core.location import Loc
 from cake_core.ir.model import KernelModel, RoleInfo
 from cake_core.semantics import reports
 from cake_core.semantics.barriers import BarState
+from cake_core.semantics.clocks import VC
 from cake_core.semantics.engine import CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer, instance_words
 from cake_core.semantics.findings import Findings, Stop
 from cake_core.semantics.memory import Store
-from cake_core.semantics.races import Actor, RegionTransfer, Tracker
+from cake_core.semantics.races import Actor, Record, RegionTransfer, Tracker
 
 POLICIES = ("random", "sequential")
 
@@ -56,9 +62,57 @@ class InterpInstance(RoleInstance):
     def actor(self, loc: Loc) -> Actor:
         return Actor(self.vc, self.comp, self.sync_clock, self.who, loc)
 
+    @property
+    def threads(self) -> int:
+        return self.role.per * 32
+
+    def release(self, count: int, op: n.Op, clock: int) -> VC:
+        """The clock an arrival of ``count`` of the instance's threads at ``op`` (its clock ``clock``)
+        releases.
+
+        All of the instance's when every thread arrives. When fewer do, the arriving threads' own
+        accesses are ordered before the arrival, the other threads' only by a CTA barrier: the clock
+        keeps the instance's component at its last CTA barrier (and everything the instance acquired
+        by waits, which every thread executes, and by its copies). The arriving threads' own accesses
+        since the barrier are left out too: no operation says which thread is elected.
+        """
+        if count >= self.threads:
+            return self.vc
+        vc = dict(self.vc)
+        vc[self.comp] = self.sync_clock
+        self.cta.partial.append(PartialRelease(self.comp, self.sync_clock, clock, op, count, self.threads, self.who))
+        return vc
+
     def passed_cta_barrier(self) -> None:
         self.sync_clock = self.tick()
         self.blocked_op = None
+
+
+@attrs.define(frozen=True, slots=True)
+class PartialRelease:
+    """An arrival by ``count`` of the ``threads`` threads of a role instance (component ``comp``) at its
+    clock ``clock``, its last CTA barrier at ``sync``."""
+
+    comp: int
+    sync: int
+    clock: int
+    op: n.Op
+    count: int
+    threads: int
+    who: str
+
+    def covers(self, rec: Record) -> bool:
+        """Whether ``rec`` is an access of the instance between its last CTA barrier and this arrival."""
+        return rec.comp == self.comp and self.sync <= rec.clock < self.clock
+
+    def words(self, rec: Record) -> str:
+        """Why ``rec`` is not ordered by the arrival, naming the threads."""
+        arriving = "one elected thread" if self.count == 1 else f"{self.count} threads"
+        return (
+            f"{self.who} released it with `{self.op.name}` at line {self.op.loc.line} by {arriving} of its "
+            f"{self.threads}; the `{rec.op}` at line {rec.loc.line} is executed by all {self.threads} threads "
+            f"and no CTA barrier orders the other {self.threads - self.count} threads' accesses before the arrival"
+        )
 
 
 class InterpCta(Cta):
@@ -71,6 +125,11 @@ class InterpCta(Cta):
         self.tracker = Tracker(self.inflight)
         self.instances: list[InterpInstance] = []
         self.next_comp = 0
+        self.partial: list[PartialRelease] = []  # arrivals by fewer threads than their instance has
+
+    def partial_release(self, rec: Record) -> PartialRelease | None:
+        """The latest arrival by fewer threads than its instance has that ``rec`` is unordered against."""
+        return next((p for p in reversed(self.partial) if p.covers(rec)), None)
 
     def new_comp(self) -> int:
         self.next_comp += 1

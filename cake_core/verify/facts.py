@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import attrs
 
-from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Primitive
+from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, Primitive, is_warpgroup_wide
 from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.target import Feature
 from cake_core.verify.analyses import for_model
@@ -38,11 +38,6 @@ def is_proxy_fence(prim: Primitive) -> bool:
     """Whether ``prim`` is an async-proxy fence: ``proxy_fence = True`` and no operands."""
     sig = prim.signature
     return getattr(type(prim), "proxy_fence", False) is True and not sig.outs and not sig.ins
-
-
-def is_warpgroup_wide(prim: Primitive, features: frozenset[Feature]) -> bool:
-    """Whether one execution of the operation is issued by a whole warpgroup."""
-    return getattr(type(prim), "warpgroup", False) is True or Feature.WGMMA in features
 
 
 def swizzle_aware(prim: Primitive) -> bool:

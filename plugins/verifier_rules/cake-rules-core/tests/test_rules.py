@@ -43,6 +43,8 @@ IDS = {
     "CR122": "pipe-release",
     "CR123": "pipe-copy-unacquired",
     "CR124": "pipe-stage-outside",
+    "CR125": "release-before-instance-sync",
+    "CR126": "missing-instance-barrier",
     "CR127": "read-of-unwritten-shared",
     "CR128": "padded-reduction",
     "CR129": "output-coverage-hole",

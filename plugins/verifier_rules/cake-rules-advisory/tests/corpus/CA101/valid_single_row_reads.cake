@@ -10,6 +10,7 @@ kernel norms(x: global f32[N, 32], out: global f32[N])
     cp.async xs <- x[t * 4 : +4, :]
     cp.async.commit
     cp.async.wait pending=0
+    bar.sync
     for r in 0 .. 4:
       sumsq v <- xs[r : +1, :]
       store out[t * 4 + r : +1] <- v

@@ -11,6 +11,7 @@ kernel norms(x: global bf16[N, D], out: global f32[N, D / 64])
       cp.async xs[kc] <- x[t * 64 : +64, kc * 64 : +64]
     cp.async.commit
     cp.async.wait pending=0
+    bar.sync
     for kr in 0 .. D / 64:
       sumsq v <- xs[kr]
       store out[t * 64 : +64, kr : +1] <- v

@@ -12,5 +12,6 @@ kernel tiles(c: global bf16[K, 64], out: global f32[K])
       cp.async cs[kt % S] <- c[kt * 64 : +64, :], oob=zero
       cp.async.commit
       cp.async.wait pending=0
+      bar.sync
       sumsq v <- cs[kt % S]
       store out[kt * 64 : +64] <- v, oob=skip
