@@ -2,8 +2,9 @@
 
 1. **Generate**: the candidates are the problem's committed schedules, deduplicated by structural
    hash; a search agent plugin would add more (none is registered yet, and the run says so).
-2. **Filter** (no GPU needed): type check and every verifier rule for the target, then an NVRTC
-   compile of the specialization the problem's default cell needs, with the resource report and the
+2. **Filter** (no GPU needed): type check and every verifier rule for the target, then the
+   interpreter gate (:mod:`cake_core.verify.interp_gate`: the CPU interpreter on ragged shapes and
+   shapes where every ring wraps, with the problem's oracle), then an NVRTC compile of the specialization the problem's default cell needs, with the resource report and the
    compiler's findings (spills, serialized wgmma, ignored setmaxnreg).
 3. **Benchmark**: only where a GPU of the target's architecture is present: the full oracle before and
    after timing, CUDA-event timing with the L2 flushed. Elsewhere the stage is skipped and the run
@@ -24,7 +25,7 @@ from typing import Any
 import attrs
 
 from cake_core import pipeline
-from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
 from cake_core.loop.benchmark import Measurement
@@ -67,6 +68,8 @@ class Entry:
     path: str
     hash: str
     verify: list[Diagnostic] = attrs.field(factory=list)
+    interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
+    interp_seconds: float | None = None
     compile: CompileSummary | None = None
     bench: Measurement | None = None
     findings: list[Finding] = attrs.field(factory=list)
@@ -170,7 +173,8 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         prior = previous.get(entry.hash)
         if prior is not None and prior.status == "measured":
             record.candidates[i] = attrs.evolve(
-                entry, verify=prior.verify, compile=prior.compile, bench=prior.bench, findings=prior.findings,
+                entry, verify=prior.verify, interp=prior.interp, interp_seconds=prior.interp_seconds,
+                compile=prior.compile, bench=prior.bench, findings=prior.findings,
                 status=prior.status,
             )  # fmt: skip
             continue
@@ -184,6 +188,18 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
             entry.findings = [Finding("candidate", f"{d.code} {d.message}", str(d.primary)) for d in errors]
             continue
         try:
+            gate = cand.interp_gate(problem)
+        except (CakeUserError, DiagnosticError) as exc:
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"the interpreter cannot run it: {exc}")]
+            continue
+        entry.interp, entry.interp_seconds = list(gate.diagnostics), round(gate.seconds, 4)
+        if not gate.ok:
+            first = gate.diagnostics[0]
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"{first.code} {first.message}", str(first.primary))]
+            continue
+        try:
             spec = cand.spec(program_values(cand.check(), problem, shape, dtype))
             compiled = cand.compile(spec)
         except (CompileError, CakeUserError) as exc:
@@ -195,7 +211,9 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         entry.status = "compiled"
     rejected = sum(e.status == "rejected" for e in record.candidates)
     total = len(record.candidates)
-    record.stages["filter"] = f"{total - rejected} of {total} pass the verifier and compile for {tgt.name}"
+    record.stages["filter"] = (
+        f"{total - rejected} of {total} pass the verifier, the interpreter gate and compile for {tgt.name}"
+    )
     log(f"2 filter: {record.stages['filter']}")
     save()
 

@@ -38,7 +38,6 @@ import attrs
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir.exprs import try_int
-from cake_core.ir.sema import check_module
 from cake_core.semantics import codes
 from cake_core.verify.samples import sizes as sample_sizes
 from cake_core.verify.samples import snap
@@ -147,6 +146,7 @@ def sample(problem: Problem, checked: CheckedModule) -> tuple[GateRun, ...]:
 
 def interp_checked(module: n.Module, registry: Registry) -> CheckedModule:
     """``module`` type-checked without a target, so that each run chooses ``SMS``."""
+    from cake_core.ir.sema import check_module
     from cake_core.verify.runner import registered_primitives
 
     return check_module(module, registered_primitives(registry), None, registry.by_name("layouts"))
