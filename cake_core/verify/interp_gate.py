@@ -70,10 +70,12 @@ class GateRun:
 
 @attrs.frozen
 class GateReport:
-    """What the gate found: diagnostics (errors), the runs made and the seconds they took."""
+    """What the gate found: diagnostics (errors), the runs made, the seconds each took (interpreter and
+    oracle) and the seconds of the whole gate (the type check and the sample included)."""
 
     diagnostics: tuple[Diagnostic, ...]
     runs: tuple[GateRun, ...]
+    run_seconds: tuple[float, ...]
     seconds: float
 
     @property
@@ -153,15 +155,25 @@ def interp_checked(module: n.Module, registry: Registry) -> CheckedModule:
 
 
 def check_signature(problem: Problem, module: n.Module) -> None:
-    """A user error unless the module's program takes every tensor of ``problem`` by name."""
+    """A user error unless the module's program takes every tensor of ``problem`` by name, with the
+    problem's size names as its shape (``x: global T[B, N, D]``)."""
+    from cake_core.ir import nodes
+
     prog = module.entry
-    names = {p.name for p in prog.params}
-    missing = [t.name for t in problem.tensors if t.name not in names]
-    if missing:
-        raise CakeUserError(
-            f"program `{prog.name}` does not compute problem `{problem.name}`: it has no parameter "
-            f"`{missing[0]}` (the problem's tensors: {', '.join(t.name for t in problem.tensors)})"
-        )
+    params = {p.name: p for p in prog.params}
+    for t in problem.tensors:
+        p = params.get(t.name)
+        if p is None:
+            raise CakeUserError(
+                f"program `{prog.name}` does not compute problem `{problem.name}`: it has no parameter "
+                f"`{t.name}` (the problem's tensors: {', '.join(d.describe() for d in problem.tensors)})"
+            )
+        dims = tuple(e.id if isinstance(e, nodes.Name) else None for e in p.shape)
+        if dims != t.shape:
+            raise CakeUserError(
+                f"program `{prog.name}` does not compute problem `{problem.name}`: its parameter `{t.name}` "
+                f"is not shaped [{', '.join(t.shape)}] (the problem's {t.describe()})"
+            )
 
 
 def type_variables(problem: Problem, prog: n.Program | n.Kernel, dtype: str) -> dict[str, str]:
@@ -203,7 +215,9 @@ def run_gate(problem: Problem, module: n.Module, registry: Registry) -> GateRepo
     runs = sample(problem, checked)
     outputs = [t.name for t in outputs_of(problem)]
     found: dict[tuple, Diagnostic] = {}
+    timings = []
     for run in runs:
+        began = time.perf_counter()
         shape = dict(run.shape)
         inputs = problem.make_inputs(shape, run.dtype, run.seed)
         sizes = {**shape, **type_variables(problem, module.entry, run.dtype)}
@@ -219,4 +233,5 @@ def run_gate(problem: Problem, module: n.Module, registry: Registry) -> GateRepo
                 if d.code != codes.WRONG_ANSWER.code:
                     d = attrs.evolve(d, notes=(*d.notes, f"interpreter run at {run.describe()}"))
                 found[key] = d
-    return GateReport(tuple(found.values()), runs, time.perf_counter() - start)
+        timings.append(time.perf_counter() - began)
+    return GateReport(tuple(found.values()), runs, tuple(timings), time.perf_counter() - start)

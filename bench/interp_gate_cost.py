@@ -1,0 +1,133 @@
+"""Benchmark (not a timed test): the cost of the interpreter gate per candidate — what ``cake verify
+--problem`` and ``cake run``'s stage 2 add to the static rules.
+
+The candidates are every committed schedule of every registered problem (``schedules/**/*.cake`` beside
+each problem's module, for the target of its ``# target:`` line, else ``h200``) and the right twins of
+the semantic corpus (``tests/corpus_semantic/*/right.cake``, with their ``# problem:`` lines). Each is
+verified first (the gate runs only where the rules pass; that time is not the gate's), then the gate
+(:func:`cake_core.verify.interp_gate.run_gate`: type check without a target, the sample, the interpreter
+runs and the oracle) is timed ``--repeat`` times in one process on one core; a candidate's figure is the
+median of its repeats. The record gives the median and p95 over candidates, and each run's share.
+
+Writes ``bench/results/<date>-interp-gate-cost[-LABEL].json``.
+
+    python bench/interp_gate_cost.py [--label L] [--repeat 3] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import ROOT, commit
+
+SEMANTIC = ROOT / "tests" / "corpus_semantic"
+HEADER = re.compile(r"#\s*(target|problem):\s*(\S+)")
+
+
+def candidates(reg: Any) -> list[tuple[Path, str, str]]:
+    """(file, problem, target) for every committed schedule and every right twin of the semantic corpus."""
+    out = []
+    for problem in reg.values("problems"):
+        base = Path(importlib.import_module(type(problem).__module__).__file__).resolve().parent  # type: ignore[arg-type]
+        for path in sorted((base / "schedules").rglob("*.cake")):
+            out.append((path, problem.name, _header(path).get("target", "h200")))
+    for path in sorted(SEMANTIC.glob("*/right.cake")):
+        h = _header(path)
+        out.append((path, h["problem"], h.get("target", "h200")))
+    return out
+
+
+def _header(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        m = HEADER.match(line)
+        if m:
+            out.setdefault(m.group(1), m.group(2))
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile by linear interpolation between the closest ranks."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--label", default="")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args(argv)
+    from cake_core import pipeline, plugins
+    from cake_core.verify.interp_gate import run_gate
+
+    reg = plugins.registry()
+    rows = []
+    for path, pname, tname in candidates(reg):
+        problem, target = reg.get("problems", pname), reg.get("targets", tname)
+        source = pipeline.load(path)
+        t0 = time.perf_counter()
+        report = pipeline.verify(pipeline.check(source, target, reg), target, reg)
+        static = time.perf_counter() - t0
+        row: dict[str, Any] = {"file": str(path.relative_to(ROOT)), "problem": pname, "target": tname,
+                               "static_seconds": round(static, 4)}  # fmt: skip
+        if not report.ok:
+            row["outcome"] = "rejected by the static rules"
+            rows.append(row)
+            continue
+        run_gate(problem, source.module, reg)  # warm: imports, compiled expressions of the registry
+        gates = [run_gate(problem, source.module, reg) for _ in range(args.repeat)]
+        row["outcome"] = "clean" if gates[0].ok else "findings: " + ", ".join(d.code for d in gates[0].diagnostics)
+        row["runs"] = [r.describe() for r in gates[0].runs]
+        row["seconds"] = round(statistics.median(g.seconds for g in gates), 4)
+        row["run_seconds"] = [round(statistics.median(g.run_seconds[i] for g in gates), 4)
+                              for i in range(len(gates[0].runs))]  # fmt: skip
+        rows.append(row)
+        print(f"{row['file']} ({tname}): {row['seconds']:.3f}s {row['outcome']} {row['run_seconds']}", file=sys.stderr)
+    timed = [r["seconds"] for r in rows if "seconds" in r]
+    record = {
+        "benchmark": "interp-gate-cost",
+        "definition": "seconds of the interpreter gate (type check without a target, the shape sample, the "
+        "interpreter runs and the oracle) per candidate that passes the static rules; a candidate's figure is "
+        "the median of its repeats, serially on one core",
+        "date": dt.date.today().isoformat(),
+        "commit": commit(),
+        "label": args.label,
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores_present": os.cpu_count(),
+                    "python": platform.python_version(), "load_average": os.getloadavg()},  # fmt: skip
+        "repeat": args.repeat,
+        "candidates_timed": len(timed),
+        "median_seconds": round(statistics.median(timed), 4),
+        "p95_seconds": round(percentile(timed, 0.95), 4),
+        "max_seconds": round(max(timed), 4),
+        "gate_median_limit_seconds": 0.3,
+        "candidates": rows,
+    }
+    print(f"gate: {len(timed)} candidates, median {record['median_seconds']:.3f}s, p95 {record['p95_seconds']:.3f}s",
+          file=sys.stderr)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = f"-{args.label}" if args.label else ""
+    out = args.out / f"{record['date']}-interp-gate-cost{suffix}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"-> {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
