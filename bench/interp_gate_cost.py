@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
-import json
 import os
 import platform
 import re
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import ROOT, commit
+from benchlib import ROOT, commit, write_record
 
 SEMANTIC = ROOT / "tests" / "corpus_semantic"
 HEADER = re.compile(r"#\s*(target|problem):\s*(\S+)")
@@ -39,7 +38,8 @@ def candidates(reg: Any) -> list[tuple[Path, str, str]]:
     """(file, problem, target) for every committed schedule and every right twin of the semantic corpus."""
     out = []
     for problem in reg.values("problems"):
-        base = Path(importlib.import_module(type(problem).__module__).__file__).resolve().parent  # type: ignore[arg-type]
+        module = importlib.import_module(type(problem).__module__)
+        base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
         for path in sorted((base / "schedules").rglob("*.cake")):
             out.append((path, problem.name, _header(path).get("target", "h200")))
     for path in sorted(SEMANTIC.glob("*/right.cake")):
@@ -121,11 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"gate: {len(timed)} candidates, median {record['median_seconds']:.3f}s, p95 {record['p95_seconds']:.3f}s",
           file=sys.stderr)  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    suffix = f"-{args.label}" if args.label else ""
-    out = args.out / f"{record['date']}-interp-gate-cost{suffix}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"-> {out}", file=sys.stderr)
+    write_record(args.out, "interp-gate-cost", record)
     return 0
 
 

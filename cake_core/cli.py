@@ -141,7 +141,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     elif diagnostics:
         sys.stdout.write(render_all(diagnostics, {str(path): text}) + "\n")
         if problem is not None and gate is None:
-            sys.stdout.write(f"{path}: the interpreter did not run for `{problem.name}`: the static rules found errors\n")
+            sys.stdout.write(
+                f"{path}: the interpreter did not run for `{problem.name}`: the static rules found errors\n"
+            )
     else:
         sys.stdout.write(
             f"{path}: clean on `{target.name}` ({target.nvrtc_arch}): {report.kernels} kernel(s), "

@@ -120,8 +120,9 @@ class Candidate:
     """One source on its way down the pipeline for one target, with every product it has so far.
 
     Each method runs its step the first time it is asked and keeps the product: ``checked`` (the
-    checked module), ``report`` (the verifier's), ``gate`` (the interpreter gate's, for one problem), ``lowered`` and ``compiled`` per specialization;
-    ``measurements`` collects what :func:`~cake_core.loop.benchmark.bench_candidate` measured.
+    checked module), ``report`` (the verifier's), ``gate`` (the interpreter gate's, for one problem),
+    ``lowered`` and ``compiled`` per specialization; ``measurements`` collects what
+    :func:`~cake_core.loop.benchmark.bench_candidate` measured.
     """
 
     source: Source

@@ -4,8 +4,9 @@
    hash; a search agent plugin would add more (none is registered yet, and the run says so).
 2. **Filter** (no GPU needed): type check and every verifier rule for the target, then the
    interpreter gate (:mod:`cake_core.verify.interp_gate`: the CPU interpreter on ragged shapes and
-   shapes where every ring wraps, with the problem's oracle), then an NVRTC compile of the specialization the problem's default cell needs, with the resource report and the
-   compiler's findings (spills, serialized wgmma, ignored setmaxnreg).
+   shapes where every ring wraps, with the problem's oracle), then an NVRTC compile of the
+   specialization the problem's default cell needs, with the resource report and the compiler's
+   findings (spills, serialized wgmma, ignored setmaxnreg).
 3. **Benchmark**: only where a GPU of the target's architecture is present: the full oracle before and
    after timing, CUDA-event timing with the L2 flushed. Elsewhere the stage is skipped and the run
    says that ranking is by static checks only (no cost model is installed yet).

@@ -7,18 +7,19 @@ shape domain, judged by the problem's oracle, its findings as diagnostics.
 **The sample.** Each run-time size of the problem (a size without a fixed set of choices) is grown from
 the largest constant the schedule's kernels divide it by, its *tile* ``u`` (``cdiv(N, 128)``: 128; the
 divisors the protocol replay grows sizes by, :func:`cake_core.verify.samples.sizes`), matched to the
-program's sizes by name:
+program's sizes by name and snapped to what every kernel's domain admits (``K % 4 == 0``):
 
-* **ragged**: ``2 * u + 1``, so floor and ceiling division differ in every tiled dimension, with
-  ``SMS`` = 2 (a persistent loop takes two trips on one CTA and one on the other);
-* **wrap**: ``(S + 1) * u + 1`` where ``S`` is the deepest ring (shared buffer or barrier stages) of any
-  kernel, with ``SMS`` = 1: one CTA walks every tile, so every persistent loop takes more than one trip
-  and every ring fed once per tile wraps; also ragged; scheduled at random (seeded: the same every
-  time), so producers run ahead of consumers.
+* **ragged**: ``u + 1`` (two tiles, the second partial: floor and ceiling division differ in every
+  tiled dimension), a size no kernel divides (the batch) 2, ``SMS`` = 2, sizes with choices at their
+  least, the problem's first element type, scheduled in order;
+* **wrap**: ``S * u + 1`` (``S + 1`` tiles) where ``S`` is the deepest ring (shared-buffer or barrier
+  stages) of the kernel specializations at the choices whose rings are the shallowest, a size no
+  kernel divides 1, ``SMS`` = 1: one CTA walks every tile, so every persistent loop takes more than
+  one trip and every ring fed once per tile (or more often) wraps; also ragged; the problem's last
+  element type, scheduled at random (seeded: the same every time), so producers run ahead of consumers.
 
-Sizes with choices take their least choice; the element type is the problem's first for *ragged*, its
-last for *wrap*. The module is checked without a target for the interpreter, so each run chooses
-``SMS``; the static rules have already checked it for the target.
+The module is checked without a target for the interpreter, so each run chooses ``SMS``; the static
+rules have already checked it for the target.
 
 **Findings.** Every finding of a run (:mod:`cake_core.semantics.codes`: out of bounds, uninitialized
 read, race, deadlock, ...) becomes a diagnostic noting the run it was seen in; the same finding in two
@@ -195,7 +196,8 @@ def wrong_answer(prog: n.Program | n.Kernel, run: GateRun, summary: str, outputs
         f"the problem's oracle rejects {', '.join(f'`{o}`' for o in outputs)} computed by `{prog.name}`: {summary}",
         label="computes a wrong answer",
         notes=(f"seen in the interpreter at {run.describe()}",),
-        help="the sizes above reproduce it in the interpreter (`run_program`); compare the output with the problem's reference there",
+        help="the sizes above reproduce it in the interpreter (`run_program`); compare the output with the "
+        "problem's reference there",
     )
 
 

@@ -66,7 +66,8 @@ def test_the_interpreter_runs_only_after_the_static_rules_pass(capsys) -> None:
     path = SCHEDULES / "hopper.cake"
     rc, out = _verify(capsys, path, "--target", "a100", "--problem", "kmeans-assign")
     assert rc == 1 and "error[CR101]" in out
-    assert out.rstrip().endswith(f"{path}: the interpreter did not run for `kmeans-assign`: the static rules found errors")
+    said = f"{path}: the interpreter did not run for `kmeans-assign`: the static rules found errors"
+    assert out.rstrip().endswith(said)
     rc, out = _verify(capsys, path, "--target", "a100", "--problem", "kmeans-assign", "--json")
     assert rc == 1 and {d["code"] for d in json.loads(out)} == {"CR101", "CR102"}
 
