@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from cake_core import pipeline
-from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
+from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
 from cake_core.loop.benchmark import Measurement
@@ -190,7 +190,7 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
             continue
         try:
             gate = cand.interp_gate(problem)
-        except (CakeUserError, DiagnosticError) as exc:
+        except CakeUserError as exc:
             entry.status = "rejected"
             entry.findings = [Finding("candidate", f"the interpreter cannot run it: {exc}")]
             continue
