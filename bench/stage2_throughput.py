@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "label": args.label,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores_present": os.cpu_count(),
-                    "python": platform.python_version()},  # fmt: skip
+                    "python": platform.python_version(), "load_average": os.getloadavg(),
+                    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "library default")},  # fmt: skip
         "candidates": len(cands),
         "outcomes": dict(outcomes),
         "passes_seconds": {k: [p["seconds"] for p in v] for k, v in passes.items()},
