@@ -69,12 +69,12 @@ class Entry:
     path: str
     hash: str
     verify: list[Diagnostic] = attrs.field(factory=list)
-    interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
-    interp_seconds: float | None = None
     compile: CompileSummary | None = None
     bench: Measurement | None = None
     findings: list[Finding] = attrs.field(factory=list)
     status: str = "new"  # rejected, compiled, measured, failed-on-gpu
+    interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
+    interp_seconds: float | None = None  # what the gate took (None: it did not run)
     candidate: pipeline.Candidate | None = attrs.field(default=None, eq=False, repr=False)
 
 
