@@ -91,3 +91,19 @@ def test_a_bad_problem_is_one_line_and_exit_2(args: list[str], says: str, cake: 
     done = cake("verify", str(SCHEDULES / "naive.cake"), "--target", "h200", *args)
     assert done.returncode == 2 and done.stdout == ""
     assert says in one_error_line(done.stderr)
+
+
+def test_a_planted_floor_division_is_caught_only_on_a_ragged_shape(tmp_path: Path, capsys) -> None:
+    # the centroid tiles counted with floor division: the last, partial tile is never compared, which only
+    # a K that is not a multiple of the tile shows
+    text = (SCHEDULES / "ampere.cake").read_text()
+    planted = tmp_path / "floor_cols.cake"
+    planted.write_text(text.replace("let NT = cdiv(K, BN) * KC", "let NT = K / BN * KC", 1))
+    assert planted.read_text() != text
+    rc, out = _verify(capsys, planted, "--target", "h200")
+    assert rc == 0 and "clean on `h200`" in out
+    rc, out = _verify(capsys, planted, "--target", "h200", "--problem", "kmeans-assign", "--json")
+    assert rc == 1
+    (d,) = json.loads(out)
+    assert (d["code"], d["slug"]) == ("CS009", "wrong-answer")
+    assert d["message"].startswith("the problem's oracle rejects `out` computed by `kmeans_assign`: FAILED: ")
