@@ -6,7 +6,9 @@ The scripts run as ``python bench/NAME.py``, so this folder is on their import p
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +35,13 @@ def commit() -> str:
         return rev + ("+uncommitted" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def write_record(out: Path, name: str, record: dict[str, Any]) -> Path:
+    """``record`` as ``OUT/<date>-NAME[-LABEL].json`` (its ``date`` and ``label``), said on stderr."""
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = f"-{record['label']}" if record.get("label") else ""
+    path = out / f"{record['date']}-{name}{suffix}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"-> {path}", file=sys.stderr)
+    return path

@@ -1,13 +1,16 @@
-"""Benchmark (not a timed test): stage 2 of ``cake run`` as a whole — parse, type check, verify, lower and
-NVRTC compile — per candidate, with a cold NVRTC cache and then a warm one, and the share of each step.
+"""Benchmark (not a timed test): stage 2 of ``cake run`` as a whole — parse, type check, verify, the
+interpreter gate, lower and NVRTC compile — per candidate, with a cold NVRTC cache and then a warm one,
+and the share of each step.
 
 The candidates are every (committed kmeans-assign schedule, target) pair: what ``cake run kmeans-assign
 --target T`` filters, for every registered target. Each goes the way ``cake run``'s stage 2 takes it:
-the verifier over every specialization; where it passes, the one specialization of the problem's default
-cell is lowered and compiled for the target. A candidate the verifier rejects costs its parse, type
-check and verification only. Each step is one step of :mod:`cake_core.pipeline`, taking the product of
-the one before it (the module is type-checked once, before the verifier, and the checked module goes on
-to lowering), timed in one process on one core, serially.
+the verifier over every specialization; where it passes, the interpreter gate
+(:func:`cake_core.verify.interp_gate.run_gate`); where that passes, the one specialization of the
+problem's default cell is lowered and compiled for the target. A candidate the verifier rejects costs
+its parse, type check and verification only; one the gate rejects, those and the gate. Each step is
+one step of :mod:`cake_core.pipeline`, taking the product of the one before it (the module is
+type-checked once for the target, before the verifier, and the checked module goes on to lowering; the
+gate checks it once more without a target), timed in one process on one core, serially.
 
 The cold pass uses an empty NVRTC cache directory; the warm pass repeats the run with the cache the cold
 pass filled (the NVRTC step is then a cache read).
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -32,10 +34,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchlib import ROOT, SCHEDULES, commit
+from benchlib import ROOT, SCHEDULES, commit, write_record
 
 
-STEPS = ("parse", "check", "verify", "lower", "nvrtc")
+STEPS = ("parse", "check", "verify", "interp", "lower", "nvrtc")
 
 
 def candidates(reg: Any) -> list[tuple[Path, Any]]:
@@ -64,11 +66,17 @@ def one_pass(cands: list[tuple[Path, Any]], problem: Any, cache_dir: Path) -> di
         c3 = time.perf_counter()
         t["verify"] = c3 - c2
         outcome = "rejected by the verifier"
+        gate_ok = False
         if report.ok:
+            gate_ok = pipeline.interp_gate(source, problem).ok
+            outcome = "rejected by the interpreter gate"
+        c3i = time.perf_counter()
+        t["interp"] = c3i - c3
+        if gate_ok:
             spec = select_spec(checked, program_values(checked, problem, shape, dtype))
             lowered = pipeline.build(checked, tgt, spec)
             c4 = time.perf_counter()
-            t["lower"] = c4 - c3
+            t["lower"] = c4 - c3i
             try:
                 pipeline.compile_program(lowered, tgt, cache_directory=cache_dir)
                 outcome = "compiled"
@@ -117,13 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         outcomes[r["outcome"]] += 1
     record = {
         "benchmark": "stage2-throughput",
-        "definition": "cake run's stage 2 (parse, type check, verify, lower, NVRTC compile of the default cell's "
-        "specialization) over every (kmeans-assign schedule, target) pair, serially on one core",
+        "definition": "cake run's stage 2 (parse, type check, verify, the interpreter gate, lower, NVRTC compile of "
+        "the default cell's specialization) over every (kmeans-assign schedule, target) pair, serially on one core",
         "date": dt.date.today().isoformat(),
         "commit": commit(),
         "label": args.label,
         "machine": {"cpu": platform.processor() or platform.machine(), "cores_present": os.cpu_count(),
-                    "python": platform.python_version()},  # fmt: skip
+                    "python": platform.python_version(), "load_average": os.getloadavg(),
+                    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "library default")},  # fmt: skip
         "candidates": len(cands),
         "outcomes": dict(outcomes),
         "passes_seconds": {k: [p["seconds"] for p in v] for k, v in passes.items()},
@@ -131,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold": best["cold"],
         "warm": best["warm"],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    suffix = f"-{args.label}" if args.label else ""
-    path = args.out / f"{record['date']}-stage2-throughput{suffix}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"-> {path}", file=sys.stderr)
+    write_record(args.out, "stage2-throughput", record)
     return 0
 
 

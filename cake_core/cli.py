@@ -118,6 +118,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     reg = _registry()
     target = reg.get("targets", args.target)
+    problem = reg.get("problems", args.problem) if args.problem is not None else None
     path = Path(args.file)
     try:
         text = path.read_text(encoding="utf-8")
@@ -126,16 +127,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise CakeUserError(f"cannot read {path}: {exc}") from None
     report = verify_source(text, str(path), target, reg)
+    diagnostics = list(report.diagnostics)
+    gate = None
+    if problem is not None and report.ok:
+        from cake_core.ir.parser import parse
+        from cake_core.verify.interp_gate import run_gate
+
+        gate = run_gate(problem, parse(text, str(path)), reg)
+        diagnostics += gate.diagnostics
+    ok = report.ok and (gate is None or gate.ok)
     if args.json:
-        print_json(report.diagnostics)
-    elif report.diagnostics:
-        sys.stdout.write(render_all(report.diagnostics, {str(path): text}) + "\n")
+        print_json(diagnostics)
+    elif diagnostics:
+        sys.stdout.write(render_all(diagnostics, {str(path): text}) + "\n")
+        if problem is not None and gate is None:
+            sys.stdout.write(
+                f"{path}: the interpreter did not run for `{problem.name}`: the static rules found errors\n"
+            )
     else:
         sys.stdout.write(
             f"{path}: clean on `{target.name}` ({target.nvrtc_arch}): {report.kernels} kernel(s), "
             f"{report.specializations} specialization(s), {len(report.rules)} rule(s)\n"
         )
-    return 0 if report.ok else 1
+        if gate is not None:
+            sys.stdout.write(
+                f"{path}: clean in the interpreter with the oracle of `{problem.name}` "  # type: ignore[union-attr]
+                f"({gate.seconds:.2f}s): " + "; ".join(r.describe() for r in gate.runs) + "\n"
+            )
+    return 0 if ok else 1
 
 
 def explanation_of(code: str) -> tuple[str, str]:
@@ -208,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("verify", help="type-check a .cake file and run every verifier rule for a target")
     s.add_argument("file", metavar="FILE.cake")
     s.add_argument("--target", required=True, metavar="T", help="a target id (see `cake targets`)")
+    s.add_argument("--problem", metavar="P", help="then run the file in the interpreter with the oracle of "
+                   "problem P, on ragged shapes and shapes where every ring wraps (see `cake problems`)")  # fmt: skip
     s.add_argument("--json", action="store_true", help="diagnostics as a JSON list")
     s.set_defaults(handler=cmd_verify)
 

@@ -1,4 +1,5 @@
-"""The pipeline a candidate goes down, as values: load → check → verify → build → compile → bench.
+"""The pipeline a candidate goes down, as values: load → check → verify (→ interpreter gate) → build →
+compile → bench.
 
 Each step takes the product of the step before it:
 
@@ -7,6 +8,8 @@ Each step takes the product of the step before it:
   :class:`~cake_core.ir.model.CheckedModule`, whose diagnostics say whether it is well typed;
 * :func:`verify` runs every registered rule over the checked module: a
   :class:`~cake_core.verify.runner.Report`;
+* :func:`interp_gate` runs a module the rules passed in the CPU interpreter with a problem's oracle: a
+  :class:`~cake_core.verify.interp_gate.GateReport`;
 * :func:`build` lowers one specialization of the checked module to CUDA C++: a
   :class:`~cake_core.lower.program.LoweredProgram`;
 * :func:`compile_program` compiles a lowered program with NVRTC for the target: a
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from cake_core.plugins import Registry
     from cake_core.runtime.nvrtc import CompileResult
     from cake_core.target import Target
+    from cake_core.problems.problem import Problem
+    from cake_core.verify.interp_gate import GateReport
     from cake_core.verify.runner import Report
 
 
@@ -85,6 +90,14 @@ def verify(checked: model.CheckedModule, target: Target, registry: Registry | No
     return runner.verify(checked, target, _registry(registry))
 
 
+def interp_gate(source: Source, problem: Problem, registry: Registry | None = None) -> GateReport:
+    """The source's program run in the interpreter on the gate's sample of ``problem``'s shape domain,
+    judged by its oracle (:func:`cake_core.verify.interp_gate.run_gate`)."""
+    from cake_core.verify.interp_gate import run_gate
+
+    return run_gate(problem, source.module, _registry(registry))
+
+
 def build(checked: model.CheckedModule, target: Target, spec: model.Spec) -> program.LoweredProgram:
     """Lower one program specialization of a well-typed module to standalone CUDA C++."""
     return program.lower_program(checked, target, spec)
@@ -107,8 +120,9 @@ class Candidate:
     """One source on its way down the pipeline for one target, with every product it has so far.
 
     Each method runs its step the first time it is asked and keeps the product: ``checked`` (the
-    checked module), ``report`` (the verifier's), ``lowered`` and ``compiled`` per specialization;
-    ``measurements`` collects what :func:`~cake_core.loop.benchmark.bench_candidate` measured.
+    checked module), ``report`` (the verifier's), ``gate`` (the interpreter gate's, for one problem),
+    ``lowered`` and ``compiled`` per specialization; ``measurements`` collects what
+    :func:`~cake_core.loop.benchmark.bench_candidate` measured.
     """
 
     source: Source
@@ -116,6 +130,7 @@ class Candidate:
     registry: Registry | None = None
     checked: model.CheckedModule | None = None
     report: Report | None = None
+    gate: GateReport | None = None
     lowered: dict[model.Spec, program.LoweredProgram] = attrs.field(factory=dict)
     compiled: dict[model.Spec, CompileResult] = attrs.field(factory=dict)
     measurements: list[Measurement] = attrs.field(factory=list)
@@ -137,6 +152,12 @@ class Candidate:
         if self.report is None:
             self.report = verify(self.check(), self.target, self.registry)
         return self.report
+
+    def interp_gate(self, problem: Problem) -> GateReport:
+        """The interpreter gate for ``problem`` (run once: a candidate is a schedule of one problem)."""
+        if self.gate is None:
+            self.gate = interp_gate(self.source, problem, self.registry)
+        return self.gate
 
     def build(self, spec: model.Spec) -> program.LoweredProgram:
         if spec not in self.lowered:

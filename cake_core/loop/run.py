@@ -2,9 +2,11 @@
 
 1. **Generate**: the candidates are the problem's committed schedules, deduplicated by structural
    hash; a search agent plugin would add more (none is registered yet, and the run says so).
-2. **Filter** (no GPU needed): type check and every verifier rule for the target, then an NVRTC
-   compile of the specialization the problem's default cell needs, with the resource report and the
-   compiler's findings (spills, serialized wgmma, ignored setmaxnreg).
+2. **Filter** (no GPU needed): type check and every verifier rule for the target, then the
+   interpreter gate (:mod:`cake_core.verify.interp_gate`: the CPU interpreter on ragged shapes and
+   shapes where every ring wraps, with the problem's oracle), then an NVRTC compile of the
+   specialization the problem's default cell needs, with the resource report and the compiler's
+   findings (spills, serialized wgmma, ignored setmaxnreg).
 3. **Benchmark**: only where a GPU of the target's architecture is present: the full oracle before and
    after timing, CUDA-event timing with the L2 flushed. Elsewhere the stage is skipped and the run
    says that ranking is by static checks only (no cost model is installed yet).
@@ -71,6 +73,8 @@ class Entry:
     bench: Measurement | None = None
     findings: list[Finding] = attrs.field(factory=list)
     status: str = "new"  # rejected, compiled, measured, failed-on-gpu
+    interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
+    interp_seconds: float | None = None  # what the gate took (None: it did not run)
     candidate: pipeline.Candidate | None = attrs.field(default=None, eq=False, repr=False)
 
 
@@ -170,7 +174,8 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         prior = previous.get(entry.hash)
         if prior is not None and prior.status == "measured":
             record.candidates[i] = attrs.evolve(
-                entry, verify=prior.verify, compile=prior.compile, bench=prior.bench, findings=prior.findings,
+                entry, verify=prior.verify, interp=prior.interp, interp_seconds=prior.interp_seconds,
+                compile=prior.compile, bench=prior.bench, findings=prior.findings,
                 status=prior.status,
             )  # fmt: skip
             continue
@@ -184,6 +189,18 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
             entry.findings = [Finding("candidate", f"{d.code} {d.message}", str(d.primary)) for d in errors]
             continue
         try:
+            gate = cand.interp_gate(problem)
+        except CakeUserError as exc:
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"the interpreter cannot run it: {exc}")]
+            continue
+        entry.interp, entry.interp_seconds = list(gate.diagnostics), round(gate.seconds, 4)
+        if not gate.ok:
+            first = gate.diagnostics[0]
+            entry.status = "rejected"
+            entry.findings = [Finding("candidate", f"{first.code} {first.message}", str(first.primary))]
+            continue
+        try:
             spec = cand.spec(program_values(cand.check(), problem, shape, dtype))
             compiled = cand.compile(spec)
         except (CompileError, CakeUserError) as exc:
@@ -195,7 +212,9 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         entry.status = "compiled"
     rejected = sum(e.status == "rejected" for e in record.candidates)
     total = len(record.candidates)
-    record.stages["filter"] = f"{total - rejected} of {total} pass the verifier and compile for {tgt.name}"
+    record.stages["filter"] = (
+        f"{total - rejected} of {total} pass the verifier, the interpreter gate and compile for {tgt.name}"
+    )
     log(f"2 filter: {record.stages['filter']}")
     save()
 

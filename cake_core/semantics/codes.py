@@ -163,6 +163,23 @@ meaning on a GPU either.
 Exclude the size from the domain (`G >= 1`) or guard the expression.
 """)
 
+WRONG_ANSWER = _code("CS009", "wrong-answer", "the problem's oracle rejects what the run computed", """
+## What it checks
+`cake verify --problem P` (and `cake run`'s stage 2) runs the schedule in the interpreter on a sample of
+the problem's shape domain: ragged in every tiled dimension, and a shape where every persistent loop
+takes more than one trip and every ring wraps. Where a run has no other finding, the problem's oracle
+judges every output element against its reference, with the problem's tolerance.
+
+## Why
+A schedule can be free of races, faults and deadlocks and still compute the wrong thing: an argmin
+whose padded centroids may win, a tile loop that stops one tile short, an index off by a tile. The
+oracle is the problem's definition of a right answer.
+
+## Example
+    for j in 0 .. K / BN:                        # K = 289: the last, partial centroid tile is skipped
+
+## Use instead
+    for j in 0 .. cdiv(K, BN):
 OUTPUT_NEVER_WRITTEN = _code("CS010", "output-never-written", "elements of an output no store of the run wrote", """
 ## What it checks
 At the end of a run, every element of each program parameter that a kernel writes and that the run
@@ -186,6 +203,8 @@ statically, at sampled sizes.
 
 SEMANTICS_CODES: dict[str, Code] = {
     c.code: c
-    for c in (OUT_OF_BOUNDS, UNINITIALIZED, RACE, DEADLOCK, STEP_LIMIT, PHASE_OVERRUN, NO_SEMANTICS, BAD_VALUE,
-              OUTPUT_NEVER_WRITTEN)
+    for c in (
+        OUT_OF_BOUNDS, UNINITIALIZED, RACE, DEADLOCK, STEP_LIMIT, PHASE_OVERRUN, NO_SEMANTICS, BAD_VALUE, WRONG_ANSWER,
+        OUTPUT_NEVER_WRITTEN,
+    )
 }

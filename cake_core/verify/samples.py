@@ -47,7 +47,7 @@ class Sample:
                 "small sizes; the protocol must not depend on the machine's size")  # fmt: skip
 
 
-def _snap(v: int, lo: int, hi: int | None, mod: int) -> int | None:
+def snap(v: int, lo: int, hi: int | None, mod: int) -> int | None:
     """The least admissible value at least ``v`` (the greatest admissible when ``v`` is past the top)."""
     x = max(v, lo)
     x = -(-x // mod) * mod
@@ -158,7 +158,7 @@ class Sizes:
         completed to satisfy the domain's relations (the least sizes where they cannot be)."""
         out = {}
         for (name, least), (_, lo, hi, mod, unit) in zip(self.small, self.ranges, strict=True):
-            grown = _snap(k * unit, lo, hi, mod) if unit > 1 else None
+            grown = snap(k * unit, lo, hi, mod) if unit > 1 else None
             out[name] = least if grown is None else grown
         full = self.shape.complete(out)
         if full is None:
@@ -177,7 +177,7 @@ def sizes(model: KernelModel) -> Sizes | None:
     unit = _divisors(model, shape.sizes)
     least, ranges = {}, []
     for name, r in sorted(shape.sizes.items()):
-        v = _snap(1, r.lo, r.hi, r.modulus)
+        v = snap(1, r.lo, r.hi, r.modulus)
         if v is None:
             return None
         least[name] = v

@@ -26,8 +26,9 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def steps(monkeypatch: pytest.MonkeyPatch) -> dict[str, collections.Counter]:
-    """Every parse (by file), type check (by file) and lowering (by file and specialization) from now
-    on, counted at the engines themselves: whoever calls them, through the pipeline or not."""
+    """Every parse (by file), type check (by file, and ``(file, "no target")`` for a check without a
+    target: the interpreter gate's) and lowering (by file and specialization) from now on, counted at
+    the engines themselves: whoever calls them, through the pipeline or not."""
     from cake_core.ir import parser, sema
     from cake_core.lower import program
 
@@ -43,8 +44,10 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> dict[str, collections.Counter]:
         return wrapper
 
     monkeypatch.setattr(parser, "parse", counted("parse", parser.parse, lambda text, file="<string>": Path(file).name))
-    monkeypatch.setattr(sema, "check_module", counted("check", sema.check_module,
-                                                      lambda module, *_: Path(module.path).name))  # fmt: skip
+    def check_key(module, _primitives, target=None, *_):
+        return Path(module.path).name if target is not None else (Path(module.path).name, "no target")
+
+    monkeypatch.setattr(sema, "check_module", counted("check", sema.check_module, check_key))
     monkeypatch.setattr(program, "lower_program", counted("build", program.lower_program,
                                                           lambda checked, _t, spec: (Path(checked.module.path).name,
                                                                                      spec.label)))  # fmt: skip

@@ -33,13 +33,15 @@ def test_every_schedule_passes_the_filter_on_h200(tmp_path: Path, capsys) -> Non
     assert (record["problem"], record["target"]) == ("kmeans-assign", "h200")
     assert record["cell"] == {"shape": {"B": 32, "N": 65536, "K": 1024, "D": 128}, "dtype": "bf16"}
     assert record["stages"]["generate"] == "4 distinct candidate(s) from the committed schedules"
-    assert record["stages"]["filter"] == "4 of 4 pass the verifier and compile for h200"
+    assert record["stages"]["filter"] == "4 of 4 pass the verifier, the interpreter gate and compile for h200"
     assert record["stages"]["benchmark"].startswith("skipped: no GPU here (the CPU path, by the test)")
     assert record["stages"]["route"] == "no findings"
     assert [c["name"] for c in record["candidates"]] == SCHEDULES
     for c in record["candidates"]:
-        assert list(c) == ["name", "path", "hash", "verify", "compile", "bench", "findings", "status"]
-        assert (c["status"], c["verify"], c["bench"], c["findings"]) == ("compiled", [], None, [])
+        assert list(c) == ["name", "path", "hash", "verify", "compile", "bench", "findings", "status", "interp",
+                           "interp_seconds"]  # fmt: skip
+        assert (c["status"], c["verify"], c["interp"], c["bench"], c["findings"]) == ("compiled", [], [], None, [])
+        assert c["interp_seconds"] > 0
         assert c["compile"]["arch"] == "sm_90a" and c["compile"]["kernels"]
         assert set(c["compile"]["kernels"]) == set(c["compile"]["smem_bytes"])
         for k in c["compile"]["kernels"].values():
@@ -60,11 +62,12 @@ def test_a_rejected_candidate_is_routed_to_the_candidate(tmp_path: Path, capsys)
     assert status == {"ampere": "compiled", "hopper": "rejected", "hopper_overlap": "rejected", "naive": "compiled"}
     hopper = next(c for c in record["candidates"] if c["name"] == "hopper")
     assert hopper["compile"] is None and {d["code"] for d in hopper["verify"]} == {"CR101", "CR102"}  # sm_90a only
+    assert hopper["interp"] == [] and hopper["interp_seconds"] is None  # the interpreter runs after the rules pass
     assert {d["severity"] for d in hopper["verify"]} == {"error"}
     (first, *_) = hopper["findings"]
     assert first["route"] == "candidate" and first["what"].startswith(("CR101 ", "CR102 "))
     assert first["where"].startswith(hopper["path"] + ":")
-    assert record["stages"]["filter"] == "2 of 4 pass the verifier and compile for a100"
+    assert record["stages"]["filter"] == "2 of 4 pass the verifier, the interpreter gate and compile for a100"
     assert record["stages"]["route"] == f"{sum(len(c['findings']) for c in record['candidates'])} to the candidate"
 
 
@@ -91,6 +94,26 @@ def test_resume_keeps_what_was_measured(steps, tmp_path: Path, capsys) -> None:
     # the measured candidate is parsed (to know its hash) and goes no further
     assert steps["parse"]["naive.cake"] == 1 and "naive.cake" not in steps["check"]
     assert "12.500" in out and "44.0" in out  # its time and rate in the table
+
+
+def test_a_candidate_the_interpreter_gate_fails_is_rejected(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A schedule every static rule passes, with a wrong argmin base: the gate's oracle rejects it, the
+    record keeps the gate's findings and the candidate's first finding is the first of them."""
+    from cake_core.loop import run as run_module
+
+    corpus = Path(__file__).resolve().parents[1] / "corpus_semantic" / "naive_argmin_base"
+    monkeypatch.setattr(run_module, "seed_schedules", lambda _p: [corpus / "right.cake", corpus / "wrong.cake"])
+    rc, _, _ = _run(capsys, tmp_path, "--budget", "2")
+    assert rc == 0
+    record = json.loads((tmp_path / "run.json").read_text())
+    right, wrong = record["candidates"]
+    assert (right["status"], right["interp"]) == ("compiled", [])
+    assert wrong["status"] == "rejected" and wrong["verify"] == [] and wrong["compile"] is None
+    assert [d["code"] for d in wrong["interp"]] == ["CS009"]
+    (finding,) = wrong["findings"]
+    assert finding["route"] == "candidate" and finding["what"].startswith("CS009 the problem's oracle rejects `out`")
+    assert finding["where"].startswith(str(corpus / "wrong.cake") + ":")
+    assert record["stages"]["filter"] == "1 of 2 pass the verifier, the interpreter gate and compile for h200"
 
 
 @pytest.mark.parametrize(
