@@ -180,6 +180,8 @@ oracle is the problem's definition of a right answer.
 
 ## Use instead
     for j in 0 .. cdiv(K, BN):
+""")
+
 OUTPUT_NEVER_WRITTEN = _code("CS010", "output-never-written", "elements of an output no store of the run wrote", """
 ## What it checks
 At the end of a run, every element of each program parameter that a kernel writes and that the run

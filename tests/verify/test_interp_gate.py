@@ -80,8 +80,8 @@ def test_a_race_is_a_diagnostic_with_its_span_and_the_run_that_saw_it(reg) -> No
     codes = [d.code for d in report.diagnostics]
     assert codes[0] == "CS003" and len(codes) == len(set(codes))  # each finding once over both runs
     race = report.diagnostics[0]
-    assert race.primary.file == str(path) and race.primary.line == 60
-    assert race.secondary and race.secondary[0].loc.line == 52  # the copy still in flight
+    assert race.primary.file == str(path) and race.primary.line == 63  # `ldmatrix bt <- cs[(i + 1) % S]`
+    assert race.secondary and race.secondary[0].loc.line == 55  # the copy still in flight
     assert any(n.startswith("interpreter run at B=2, N=129, K=129, D=64, T=bf16, SMS=2") for n in race.notes)
 
 
