@@ -37,7 +37,14 @@ _IN_ORDER_RELEASE = (
     "earlier iteration's wait already covered it): a stricter or equal wait, never a deadlock, since every "
     "awaited release follows a tile already loaded"
 )
+_ONLY_WGMMA_READS = (
+    "argued equivalent: the only reader of `xs` is `wgmma`, a warpgroup-wide asynchronous operation that "
+    "`wgmma.wait` retires for the whole warpgroup before the release; an arrival by one elected thread then "
+    "releases nothing another thread of the instance still reads (the CUTLASS consumer-release pattern)"
+)
 ARGUED: dict[tuple[str, int, str, str], str] = {
+    ("hopper.cake", 85, "arrive-per-instance", "per=instance"): _ONLY_WGMMA_READS,
+    ("hopper_overlap.cake", 114, "arrive-per-instance", "per=instance"): _ONLY_WGMMA_READS,
     # the explicit forms of the Hopper schedules (schedules/explicit/)
     **{("hopper.cake", line, "stage-index", v): _IN_ORDER_RELEASE for line in (51, 85)
        for v in ("+1 wrapped", "-1 wrapped")},
