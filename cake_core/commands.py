@@ -281,10 +281,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         smem = max(e.compile.smem_bytes.values(), default=0) if e.compile else 0
         ms = e.bench.median_ms if e.bench else None
         tf = e.bench.tflops if e.bench else None
-        rows.append((e.name, e.status, regs, f"{smem / 1024:.1f}", "-" if ms is None else f"{ms:.3f}",
+        pred = f"{e.estimate.ms:.3f} ({e.estimate.bound})" if e.estimate else "-"
+        rows.append((e.name, e.status, regs, f"{smem / 1024:.1f}", pred, "-" if ms is None else f"{ms:.3f}",
                      "-" if tf is None else f"{tf:.1f}", len(e.findings)))  # fmt: skip
+    rows.sort(key=lambda r: (r[5] == "-", float(r[5]) if r[5] != "-" else 0.0,
+                             r[4] == "-", float(r[4].split()[0]) if r[4] != "-" else 0.0))  # fmt: skip
     print()
-    print_table(None, ["candidate", "status", ">regs", ">smem KiB", ">ms", ">TFLOP/s", ">findings"], rows)
+    print_table(None, ["candidate", "status", ">regs", ">smem KiB", ">predicted ms", ">ms", ">TFLOP/s", ">findings"],
+                rows)  # fmt: skip
     print(f"\nrecord: {out / 'run.json'}")
     return 0 if any(e.status in ("compiled", "measured") for e in record.candidates) else 1
 

@@ -60,6 +60,16 @@ class CompileSummary:
     smem_bytes: dict[str, int]
 
 
+@attrs.frozen
+class EstimateSummary:
+    """A cost model's estimate of a candidate at the run's cell, as ``run.json`` keeps it."""
+
+    model: str  # name and version
+    calibrated: bool
+    ms: float
+    bound: str
+
+
 @attrs.define
 class Entry:
     """One candidate of a run: its record in ``run.json`` and, while the run goes, its pipeline
@@ -75,6 +85,7 @@ class Entry:
     status: str = "new"  # rejected, compiled, measured, failed-on-gpu
     interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
     interp_seconds: float | None = None  # what the gate took (None: it did not run)
+    estimate: EstimateSummary | None = None  # the cost model's, for a compiled candidate
     candidate: pipeline.Candidate | None = attrs.field(default=None, eq=False, repr=False)
 
 
@@ -170,13 +181,15 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
 
     # 2. filter
     shape, dtype = problem.default_cell.shape, problem.default_cell.dtype
+    models = reg.names("cost_models")
+    model = reg.get("cost_models", models[0]) if models else None
     for i, entry in enumerate(record.candidates):
         prior = previous.get(entry.hash)
         if prior is not None and prior.status == "measured":
             record.candidates[i] = attrs.evolve(
                 entry, verify=prior.verify, interp=prior.interp, interp_seconds=prior.interp_seconds,
                 compile=prior.compile, bench=prior.bench, findings=prior.findings,
-                status=prior.status,
+                status=prior.status, estimate=prior.estimate,
             )  # fmt: skip
             continue
         cand = entry.candidate
@@ -210,6 +223,10 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
         entry.compile = compile_summary(cand, spec)
         entry.findings += [Finding("candidate", f"compiler: {w.kind}: {w.message}") for w in compiled.warnings]
         entry.status = "compiled"
+        if model is not None:
+            est = model.estimate(cand.check(), tgt, program_values(cand.check(), problem, shape, dtype))
+            entry.estimate = EstimateSummary(f"{model.name} {model.version}", est.calibrated, round(est.ms, 4),
+                                             est.bound)  # fmt: skip
     rejected = sum(e.status == "rejected" for e in record.candidates)
     total = len(record.candidates)
     record.stages["filter"] = (
@@ -222,10 +239,19 @@ def run(problem_name: str, target_name: str, *, budget: int | None, agent: str |
     ok, reason = driver_status()
     survivors = [e for e in record.candidates if e.status == "compiled"]
     if not ok:
-        record.stages["benchmark"] = (
-            f"skipped: no GPU here ({reason}); candidates are ranked by static checks only, and no cost "
-            "model is installed, so there is no ranking by predicted time"
-        )
+        if model is not None:
+            survivors.sort(key=lambda e: e.estimate.ms if e.estimate is not None else float("inf"))
+            ranked = ", ".join(f"{e.name} {e.estimate.ms:.3f} ms" for e in survivors if e.estimate is not None)
+            kind = "calibrated" if model.calibrated else "uncalibrated"
+            record.stages["benchmark"] = (
+                f"skipped: no GPU here ({reason}); nothing was measured. Ranked by the {model.name} cost model's "
+                f"predicted time ({kind}) at the cell: {ranked or 'none compiled'}"
+            )
+        else:
+            record.stages["benchmark"] = (
+                f"skipped: no GPU here ({reason}); candidates are ranked by static checks only, and no cost "
+                "model is installed, so there is no ranking by predicted time"
+            )
     else:
         from cake_core.runtime.worker import GpuRunner
 

@@ -35,13 +35,17 @@ def test_every_schedule_passes_the_filter_on_h200(tmp_path: Path, capsys) -> Non
     assert record["stages"]["generate"] == "4 distinct candidate(s) from the committed schedules"
     assert record["stages"]["filter"] == "4 of 4 pass the verifier, the interpreter gate and compile for h200"
     assert record["stages"]["benchmark"].startswith("skipped: no GPU here (the CPU path, by the test)")
+    assert "Ranked by the roofline cost model's predicted time (uncalibrated)" in record["stages"]["benchmark"]
     assert record["stages"]["route"] == "no findings"
     assert [c["name"] for c in record["candidates"]] == SCHEDULES
     for c in record["candidates"]:
         assert list(c) == ["name", "path", "hash", "verify", "compile", "bench", "findings", "status", "interp",
-                           "interp_seconds"]  # fmt: skip
+                           "interp_seconds", "estimate"]  # fmt: skip
         assert (c["status"], c["verify"], c["interp"], c["bench"], c["findings"]) == ("compiled", [], [], None, [])
         assert c["interp_seconds"] > 0
+        # without a GPU, the roofline model (installed with the tests) ranks what compiled, and says it is uncalibrated
+        est = c["estimate"]
+        assert est["model"].startswith("roofline ") and est["calibrated"] is False and est["ms"] > 0 and est["bound"]
         assert c["compile"]["arch"] == "sm_90a" and c["compile"]["kernels"]
         assert set(c["compile"]["kernels"]) == set(c["compile"]["smem_bytes"])
         for k in c["compile"]["kernels"].values():
