@@ -3,18 +3,17 @@ of every committed schedule with the cake-rules-core rule of its class."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from cake_core import plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.mutate import OPERATORS
 from cake_core.mutate.coverage_operators import COVERAGE_OPERATORS
 from cake_core.verify.expectations import named_target
 from cake_core.verify.runner import verify_source
+from loaded import prims, registry
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "cake_core" / "problems"
 SCHEDULES = sorted(PROBLEMS.glob("*/schedules/**/*.cake"))
@@ -25,18 +24,11 @@ RULE = {"grid-floor": "CR129", "dropped-self-offset": "CR130"}
 OUT_OF_REACH = {"centroid_norms", "point_norms", "accumulate"}
 
 
-@functools.cache
-def _registry() -> plugins.Registry:
-    return plugins.registry()
-
-
-def _prims() -> dict:
-    return {p.name: p for p in _registry().values("primitives")}
 
 
 def _mutants(path: Path) -> list:
     module = parse(path.read_text(), str(path))
-    return [m for op in COVERAGE_OPERATORS for m in op.mutants(module, _prims())]
+    return [m for op in COVERAGE_OPERATORS for m in op.mutants(module, prims())]
 
 
 def test_coverage_classes_are_in_the_report() -> None:
@@ -57,12 +49,12 @@ def test_each_class_makes_its_edit() -> None:
 @pytest.mark.parametrize("path", SCHEDULES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_coverage_mutant_is_refused_by_the_rule_of_its_class(path: Path) -> None:
     text = path.read_text()
-    target = _registry().get("targets", named_target(text))
-    clean = verify_source(text, str(path), target, _registry())
+    target = registry().get("targets", named_target(text))
+    clean = verify_source(text, str(path), target, registry())
     assert not {d.code for d in clean.diagnostics} & set(RULE.values())
     ms = [m for m in _mutants(path) if m.kernel not in OUT_OF_REACH]
     assert ms
     for m in ms:
-        report = verify_source(print_module(m.module), str(path), target, _registry())
+        report = verify_source(print_module(m.module), str(path), target, registry())
         codes = {d.code for d in report.diagnostics if d.is_error}
         assert RULE[m.operator] in codes, (m.description, sorted(codes))

@@ -4,12 +4,10 @@ write of a buffer that is still read, CR128 for a dropped `limit=`), not only wi
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from cake_core import plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
@@ -17,6 +15,7 @@ from cake_core.mutate import OPERATORS
 from cake_core.mutate.dataflow_operators import DATAFLOW_OPERATORS, shared_buffers
 from cake_core.problems import kmeans_assign, knn
 from cake_core.verify.runner import verify_source
+from loaded import prims, registry
 
 KMEANS = Path(kmeans_assign.__file__).parent / "schedules"
 KNN = Path(knn.__file__).parent / "schedules"
@@ -26,18 +25,11 @@ SCHEDULES = [KMEANS / "hopper.cake", KMEANS / "hopper_overlap.cake", KMEANS / "a
 RULE = {"dropped-write": "CR127", "dropped-limit": "CR128"}
 
 
-@functools.cache
-def _registry() -> plugins.Registry:
-    return plugins.registry()
-
-
-def _prims() -> dict:
-    return {p.name: p for p in _registry().values("primitives")}
 
 
 def _mutants(path: Path) -> list:
     module = parse(path.read_text(), path.name)
-    return [m for op in DATAFLOW_OPERATORS for m in op.mutants(module, _prims())]
+    return [m for op in DATAFLOW_OPERATORS for m in op.mutants(module, prims())]
 
 
 def test_dataflow_classes_are_in_the_report() -> None:
@@ -65,17 +57,17 @@ def test_a_write_alone_in_an_if_drops_the_if() -> None:
 
 def _still_read(m) -> bool:
     kernel = next(k for k in m.module.kernels if k.name == m.kernel)
-    return any(m.subject in shared_buffers(op, kernel, _prims(), write=False) for _, op in n.walk_ops(kernel))
+    return any(m.subject in shared_buffers(op, kernel, prims(), write=False) for _, op in n.walk_ops(kernel))
 
 
 @pytest.mark.parametrize("path", SCHEDULES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_mutant_is_refused_by_the_rule_of_its_class(path: Path) -> None:
-    target = _registry().get("targets", "h200")
+    target = registry().get("targets", "h200")
     judged = 0
     for m in _mutants(path):
         if m.operator == "dropped-write" and not _still_read(m):
             continue  # a scratch buffer written and read by the dropped operation alone: nothing reads it
-        report = verify_source(print_module(m.module), path.name, target, _registry())
+        report = verify_source(print_module(m.module), path.name, target, registry())
         codes = {d.code for d in report.diagnostics if d.is_error}
         assert RULE[m.operator] in codes, (m.description, sorted(codes))
         judged += 1

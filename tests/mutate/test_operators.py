@@ -12,7 +12,6 @@ import functools
 
 import pytest
 
-from cake_core import plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
@@ -22,6 +21,7 @@ from cake_core.mutate.pipeline import Fate, Judge, summarize
 from cake_core.mutate.rewrite import blocks, replace, replace_block
 from cake_core.mutate.subjects import ProblemExerciser, Subject
 from cake_core.problems.kmeans_assign import KMEANS_ASSIGN
+from loaded import prims, registry
 
 PIPE = """\
 kernel pipe(x: global bf16[N, 64], out: global f32[N])
@@ -48,13 +48,6 @@ kernel pipe(x: global bf16[N, 64], out: global f32[N])
 """
 
 
-@functools.cache
-def _registry() -> plugins.Registry:
-    return plugins.registry()
-
-
-def _prims() -> dict:
-    return {p.name: p for p in _registry().values("primitives")}
 
 
 def _edits(m: Mutant, base: n.Module) -> list[str]:
@@ -65,7 +58,7 @@ def _edits(m: Mutant, base: n.Module) -> list[str]:
 
 
 def _of(name: str) -> list[Mutant]:
-    return list(operator(name).mutants(parse(PIPE, "pipe.cake"), _prims()))
+    return list(operator(name).mutants(parse(PIPE, "pipe.cake"), prims()))
 
 
 # -- the operators' edits -----------------------------------------------------------------------------
@@ -77,7 +70,7 @@ def test_every_operator_has_sites_in_the_pipeline() -> None:
     test_coverage_operators.py), `dropped-limit` (it has no reduction; test_dataflow_operators.py) and
     `dropped-instance-sync` (it has no `bar.sync`; test_threads_operators.py)."""
     base = parse(PIPE, "pipe.cake")
-    found = {m.operator for m in mutants(base, _prims())}
+    found = {m.operator for m in mutants(base, prims())}
     coverage = {op.name for op in COVERAGE_OPERATORS}
     expected = {op.name for op in OPERATORS if not op.name.startswith("pipe-")} - {"dropped-limit", "dropped-instance-sync"}
     assert found - coverage == expected - coverage
@@ -149,13 +142,13 @@ def test_mutants_leave_the_original_alone_and_type_check() -> None:
     text = print_module(base)
     from cake_core.ir.sema import check_module
 
-    for m in mutants(base, _prims()):
+    for m in mutants(base, prims()):
         assert print_module(base) == text
         assert m.module != base
         again = parse(print_module(m.module), "m.cake")
         assert again == m.module
         if m.operator in ("parity-flip", "expect-tx", "dropped-fence", "dropped-mask", "wait-arrive-swap"):
-            assert check_module(again, _prims()).ok, m.description
+            assert check_module(again, prims()).ok, m.description
 
 
 def test_rewrite_replaces_one_occurrence_by_identity() -> None:
@@ -184,9 +177,9 @@ def _hopper() -> tuple[Judge, Subject]:
     from cake_core.problems import kmeans_assign
 
     path = Path(kmeans_assign.__file__).parent / "schedules" / "explicit" / "hopper.cake"
-    subject = Subject.load("hopper.cake", path.read_text(), _prims(), KMEANS_ASSIGN)
+    subject = Subject.load("hopper.cake", path.read_text(), prims(), KMEANS_ASSIGN)
     subject.exerciser = ProblemExerciser(KMEANS_ASSIGN, shapes=SMALL, extra=())
-    return Judge(_registry()), subject
+    return Judge(registry()), subject
 
 
 def _pick(description: str) -> Mutant:

@@ -3,31 +3,23 @@ the Hopper schedules with the cake-rules-core rule of its class."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from cake_core import plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.mutate import OPERATORS
 from cake_core.mutate.pipe_operators import PIPE_OPERATORS
 from cake_core.problems import kmeans_assign
 from cake_core.verify.runner import verify_source
+from loaded import prims, registry
 
 SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"
 #: the rule that names each class's mistake
 RULE = {"pipe-trips": "CR121", "pipe-release": "CR122", "pipe-copy-stage": "CR123", "pipe-stage-outside": "CR124"}
 
 
-@functools.cache
-def _registry() -> plugins.Registry:
-    return plugins.registry()
-
-
-def _prims() -> dict:
-    return {p.name: p for p in _registry().values("primitives")}
 
 
 def test_pipe_classes_are_in_the_report() -> None:
@@ -38,7 +30,7 @@ def test_pipe_classes_are_in_the_report() -> None:
 def _mutants(name: str) -> list:
     text = (SCHEDULES / name).read_text()
     module = parse(text, name)
-    return [m for op in PIPE_OPERATORS for m in op.mutants(module, _prims())]
+    return [m for op in PIPE_OPERATORS for m in op.mutants(module, prims())]
 
 
 def test_each_class_makes_its_edit() -> None:
@@ -55,10 +47,10 @@ def test_each_class_makes_its_edit() -> None:
 
 @pytest.mark.parametrize("name", ["hopper.cake", "hopper_overlap.cake"])
 def test_every_pipe_mutant_is_refused_by_the_rule_of_its_class(name: str) -> None:
-    target = _registry().get("targets", "h200")
+    target = registry().get("targets", "h200")
     ms = _mutants(name)
     assert len(ms) >= 20
     for m in ms:
-        report = verify_source(print_module(m.module), name, target, _registry())
+        report = verify_source(print_module(m.module), name, target, registry())
         codes = {d.code for d in report.diagnostics if d.is_error}
         assert RULE[m.operator] in codes, (m.description, sorted(codes))

@@ -4,12 +4,10 @@ race the elected release leaves."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from cake_core import plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.ir.sema import check_module
@@ -19,6 +17,7 @@ from cake_core.problems import kmeans_assign
 from cake_core.problems.kmeans_assign import KMEANS_ASSIGN
 from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
+from loaded import prims, registry
 
 SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"
 RULE = {"arrive-per-instance": "CR125", "dropped-instance-sync": "CR126"}
@@ -30,18 +29,11 @@ SUBJECTS = {"arrive-per-instance": ["explicit/hopper.cake", "explicit/hopper_ove
 EQUIVALENT = {"xempty"}
 
 
-@functools.cache
-def _registry() -> plugins.Registry:
-    return plugins.registry()
-
-
-def _prims() -> dict:
-    return {p.name: p for p in _registry().values("primitives")}
 
 
 def _mutants(name: str, cls: str) -> list:
     module = parse((SCHEDULES / name).read_text(), name)
-    return [m for op in THREADS_OPERATORS if op.name == cls for m in op.mutants(module, _prims())]
+    return [m for op in THREADS_OPERATORS if op.name == cls for m in op.mutants(module, prims())]
 
 
 def test_thread_classes_are_registered() -> None:
@@ -62,19 +54,19 @@ def test_each_class_makes_its_edit() -> None:
 
 @pytest.mark.parametrize("cls", sorted(RULE))
 def test_every_thread_mutant_is_refused_by_the_rule_of_its_class(cls: str) -> None:
-    target = _registry().get("targets", "h200")
+    target = registry().get("targets", "h200")
     for name in SUBJECTS[cls]:
         ms = [m for m in _mutants(name, cls) if m.subject not in EQUIVALENT]
         assert ms, name
         for m in ms:
-            report = verify_source(print_module(m.module), name, target, _registry())
+            report = verify_source(print_module(m.module), name, target, registry())
             codes = {d.code for d in report.diagnostics if d.is_error}
             assert RULE[cls] in codes, (m.description, sorted(codes))
 
 
 def test_the_interpreter_names_the_threads_an_elected_release_leaves_unordered() -> None:
     (m,) = [m for m in _mutants("explicit/hopper.cake", "arrive-per-instance") if m.subject == "cempty"]
-    checked = check_module(m.module, _prims())
+    checked = check_module(m.module, prims())
     sizes = {"B": 2, "N": 130, "K": 300, "D": 64}  # two tiles: the ring of four stages wraps
     inputs = KMEANS_ASSIGN.make_inputs(sizes, "bf16", 3)
     result = run_program(checked, inputs, {**sizes, "T": "bf16"}, policy="sequential", sms=1)
@@ -82,5 +74,5 @@ def test_the_interpreter_names_the_threads_an_elected_release_leaves_unordered()
     assert "`csq` stage 0" in race.message and "by one elected thread of its 128" in race.message
     assert "the other 127 threads' accesses" in race.message
     # the unmutated schedule runs clean at the same shape
-    clean = check_module(parse((SCHEDULES / "explicit/hopper.cake").read_text(), "hopper.cake"), _prims())
+    clean = check_module(parse((SCHEDULES / "explicit/hopper.cake").read_text(), "hopper.cake"), prims())
     assert run_program(clean, inputs, {**sizes, "T": "bf16"}, policy="sequential", sms=1).ok
