@@ -295,6 +295,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_cost(args: argparse.Namespace) -> int:
     from cake_core import plugins
+    from cake_core.ir.resolve import names_in
     from cake_core.ir.types import DTYPE_NAMES
     from cake_core.loop.benchmark import program_values
 
@@ -314,7 +315,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         values.update(program_values(checked, problem, cell.shape, cell.dtype))
     values.update(parse_shape(args.shape))
     prog = checked.module.entry
-    needed = {x.id for p in prog.params for e in p.shape for x in _names(e)}
+    needed = {x for p in prog.params for e in p.shape for x in names_in(e)}
     needed |= {p.dtype for p in prog.params if p.dtype not in DTYPE_NAMES}
     missing = sorted(needed - set(values))
     if missing:
@@ -339,12 +340,6 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print(f"launch {x.kernel}: {x.ms:.4f} ms, {x.bound}-bound, {x.ctas} CTAs in {x.waves} wave(s)")
         print_table(None, ["term", ">ms"], rows)
     return 0
-
-
-def _names(e):
-    from cake_core.ir import nodes as n
-
-    return [x for x in n.walk_expr(e) if isinstance(x, n.Name)]
 
 
 def add_commands(sub) -> None:

@@ -138,22 +138,24 @@ def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple
 _WALKS: weakref.WeakKeyDictionary[KernelModel, _Walk] = weakref.WeakKeyDictionary()
 
 
-def executions(model: KernelModel, env: Mapping[str, Any]) -> Counts:
-    """The :class:`Counts` of one role instance of each role of the CTA whose grid variables are 0, at
-    the kernel environment ``env`` (sizes, constants, ``SMS``). The model's bodies are compiled once."""
+def _walk(model: KernelModel) -> _Walk:
+    """The model's compiled walk, made once."""
     walk = _WALKS.get(model)
     if walk is None:
         walk = _WALKS[model] = _Walk(model)
-    return walk.run(env)
+    return walk
+
+
+def executions(model: KernelModel, env: Mapping[str, Any]) -> Counts:
+    """The :class:`Counts` of one role instance of each role of the CTA whose grid variables are 0, at
+    the kernel environment ``env`` (sizes, constants, ``SMS``). The model's bodies are compiled once."""
+    return _walk(model).run(env)
 
 
 def grid_size(model: KernelModel, env: Mapping[str, Any]) -> int:
     """The number of CTAs the kernel launches at ``env``."""
-    walk = _WALKS.get(model)
-    if walk is None:
-        walk = _WALKS[model] = _Walk(model)
     total = 1
-    for fn in walk.grid:
+    for fn in _walk(model).grid:
         total *= max(int(fn(env)), 0)
     return total
 

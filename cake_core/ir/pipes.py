@@ -187,7 +187,6 @@ def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> 
             handle = stage_name(s.outs[0]) if s.outs else None
             full = full_barrier(pipe)
             total = 0
-            copies: list[n.Op] = []
             for later in body[i + 1 :]:
                 if isinstance(later, n.Op):
                     lt = typed.get(id(later))
@@ -195,38 +194,38 @@ def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> 
                         continue
                     if later.outs and stage_name(later.outs[0]) == handle and lt.outs[0].slot.binds:
                         break  # the name is bound again: later copies into it are the next stage's
-                    for e in lt.prim.effects(lt):
-                        if e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and (
-                            stage_name(e.operand.stage) == handle
-                        ):
-                            nbytes = _copy_bytes(lt)
-                            if nbytes is None:
-                                yield codes.PIPE.at(
-                                    later.loc, f"the bytes `{later.name}` copies into a stage of pipe `{pipe}` "
-                                    "are not known when the kernel is compiled",
-                                    label="box size not static",
-                                    help="give the copy a box of compile-time extents",
-                                )  # fmt: skip
-                            else:
-                                total += nbytes
-                                copies.append(later)
-                else:
-                    for inner in _ops(later):
-                        lt = typed.get(id(inner))
-                        if lt is None:
-                            continue
-                        for e in lt.prim.effects(lt):
-                            if e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and (
-                                stage_name(e.operand.stage) == handle
-                            ):
-                                yield codes.PIPE.at(
-                                    inner.loc, f"a copy into stage `{handle}` of pipe `{pipe}` is issued inside a "
-                                    f"nested block: the bytes its acquire expects would depend on how often it runs",
-                                    label="inside a loop or condition",
-                                    secondary=(Label(s.loc, "the stage is acquired here"),),
-                                    help="issue the copies into a stage in the block of its `pipe.acquire`",
-                                )  # fmt: skip
+                    if not _fills(lt, full, handle):
+                        continue
+                    nbytes = _copy_bytes(lt)
+                    if nbytes is None:
+                        yield codes.PIPE.at(
+                            later.loc, f"the bytes `{later.name}` copies into a stage of pipe `{pipe}` "
+                            "are not known when the kernel is compiled",
+                            label="box size not static", help="give the copy a box of compile-time extents",
+                        )  # fmt: skip
+                    else:
+                        total += nbytes
+                    continue
+                for inner in _ops(later):
+                    lt = typed.get(id(inner))
+                    if lt is not None and _fills(lt, full, handle):
+                        yield codes.PIPE.at(
+                            inner.loc, f"a copy into stage `{handle}` of pipe `{pipe}` is issued inside a "
+                            f"nested block: the bytes its acquire expects would depend on how often it runs",
+                            label="inside a loop or condition",
+                            secondary=(Label(s.loc, "the stage is acquired here"),),
+                            help="issue the copies into a stage in the block of its `pipe.acquire`",
+                        )  # fmt: skip
             t.derived["bytes"] = n.Num(total)
+
+
+def _fills(t: object, full: str, handle: str | None) -> bool:
+    """Whether the typed operation ``t`` completes on ``full`` at the stage named ``handle``: a copy into
+    that stage."""
+    return any(
+        e.barrier is BarrierAction.COMPLETE_TX and e.operand.name == full and stage_name(e.operand.stage) == handle
+        for e in t.prim.effects(t)  # type: ignore[attr-defined]
+    )
 
 
 def _copy_bytes(t: object) -> int | None:
