@@ -101,17 +101,24 @@ class Ledger:
         if path.exists():
             raise CakeUserError(f"{out} already holds a run ({cls.FILE}); pass --resume to continue it, or "
                                 "choose another --out")  # fmt: skip
+        # built under another name and renamed when whole: a run killed here leaves no ledger, not half a one
+        tmp = out / (cls.FILE + ".new")
+        for stale in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            stale.unlink(missing_ok=True)
         try:
-            db = cls._connect(path)
-        except sqlite3.Error as exc:
-            raise CakeUserError(f"cannot create {path}: {exc}") from None
-        ledger = cls(path, db)
-        with ledger.transaction():
+            db = sqlite3.connect(tmp, isolation_level=None)
+            db.execute("BEGIN")
             for statement in SCHEMA.split(";"):  # not executescript: it would commit on its own
                 if statement.strip():
                     db.execute(statement)
             rows = {"schema": SCHEMA_VERSION, **meta}
             db.executemany("INSERT INTO meta VALUES (?, ?)", [(k, dumps(v)) for k, v in rows.items()])
+            db.execute("COMMIT")
+            db.close()
+            tmp.replace(path)
+            ledger = cls(path, cls._connect(path))
+        except sqlite3.Error as exc:
+            raise CakeUserError(f"cannot create {path}: {exc}") from None
         return ledger
 
     @classmethod
