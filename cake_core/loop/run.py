@@ -63,6 +63,7 @@ class RunOptions:
     gpu_timeout_s: float = 120.0
     workers: int | None = None
     argv: tuple[str, ...] = ()
+    cell: tuple[dict[str, int], str] | None = None  # (shape, dtype); default: the problem's default cell
 
 
 def seed_schedules(problem: object) -> list[Path]:
@@ -430,7 +431,8 @@ def open_ledger(opts: RunOptions, reg: Any) -> tuple[Ledger, dict[str, Any]]:
     meta = {
         "problem": problem.name, "target": tgt.name, "seed": opts.seed, "agent": opts.agent,
         "from": [str(p) for p in opts.sources], "budgets": unstructure(opts.budgets),
-        "cell": {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
+        "cell": {"shape": dict(opts.cell[0]), "dtype": opts.cell[1]} if opts.cell else
+                {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
     }  # fmt: skip
     make_dir(opts.out)
     return Ledger.create(opts.out, meta), meta
