@@ -103,15 +103,15 @@ class RunReply:
 
 
 class Backend(Protocol):
-    """What a worker hosts. Constructed in the worker as ``factory(ordinal)``."""
+    """What a worker hosts. Constructed in the worker as ``factory(ordinal)``.
+
+    A backend may also have ``run_baseline(request: BaselineRequest) -> RunReply`` (the CUDA executor
+    has); the worker answers baseline requests ``unavailable`` for one that has not.
+    """
 
     def device_info(self) -> DeviceInfo: ...
 
     def run(self, request: RunRequest) -> RunReply: ...
-
-    def run_baseline(self, request: BaselineRequest) -> RunReply:
-        """Optional: a backend without it answers every baseline request ``unavailable``."""
-        ...
 
     def close(self) -> None: ...
 

@@ -10,6 +10,8 @@ Entries (``numpy_baseline:NAME``), called as ``entry(inputs, outputs, shape, dty
 
 - ``nearest``: kmeans-assign in float32 numpy (correct);
 - ``off_by_one``: the nearest index plus one, modulo K (wrong at every point);
+- ``right_once``: ``nearest`` on a request's first call, ``off_by_one`` on every later one (so right
+  when run once, wrong when timed);
 - ``lazy_import``: imports a module that does not exist when prepared (unavailable).
 """
 
@@ -78,6 +80,17 @@ def _assign(shift: int) -> Callable[..., Callable[[], None]]:
 
 nearest = _assign(0)
 off_by_one = _assign(1)
+
+
+def right_once(inputs, outputs, shape, dtype):  # type: ignore[no-untyped-def]
+    right, wrong = nearest(inputs, outputs, shape, dtype), off_by_one(inputs, outputs, shape, dtype)
+    calls: list[int] = []
+
+    def call() -> None:
+        (wrong if calls else right)()
+        calls.append(1)
+
+    return call
 
 
 def lazy_import(inputs, outputs, shape, dtype):  # type: ignore[no-untyped-def]

@@ -92,6 +92,12 @@ def test_a_wrong_baseline_is_recorded_wrong(runner: GpuRunner) -> None:
     assert runner.workers_started == 1
 
 
+def test_a_baseline_wrong_only_when_timed_is_caught_after_timing(runner: GpuRunner) -> None:
+    m = bench_baseline(_problem("right_once"), CELL, "bf16", runner, timing=TIMING, commit="c0")
+    assert m.status == "wrong" and not m.correct and len(m.samples) == TIMING.reps  # the samples are kept
+    assert m.oracle[0].startswith("before timing: passed") and m.oracle[1].startswith("after timing: FAILED")
+
+
 @pytest.mark.parametrize("entry", ["lazy_import", "no_such_entry"])
 def test_a_baseline_the_worker_cannot_import_is_unavailable(runner: GpuRunner, entry: str) -> None:
     m = bench_baseline(_problem(entry), CELL, "bf16", runner, timing=TIMING, commit="c0")
