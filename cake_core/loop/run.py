@@ -511,17 +511,19 @@ def _drive(loop: Loop) -> RunSummary:
 
 def _baseline(loop: Loop, runner: Any) -> None:
     """The problem's baseline, timed once per run in the same worker as the candidates."""
-    if getattr(loop.problem, "baseline", None) is None:
-        return
     from cake_core.loop.baseline import bench_baseline
+    from cake_core.problems.problem import baseline_of
 
+    if baseline_of(loop.problem) is None:
+        return
     row = loop.ledger.one("SELECT * FROM dispatches WHERE candidate IS NULL AND run = 0")
     if row is not None:
         loop.hook.cake_measured(run=loop.info, candidate=None, measurement=loop.measurement(row), resumed=True)
         return
     loop.ledger.attempt("dispatch:baseline")
     start = time.monotonic()
-    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed)
+    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
+                       timeout_s=max(loop.opts.gpu_timeout_s, 600.0))  # fmt: skip
     loop.record_dispatch(None, m, time.monotonic() - start)
     loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)
 
