@@ -242,8 +242,11 @@ def main() -> int:
                 "status": m.status if m is not None else ("compile-error" if impl in compile_errors else "not-measured"),
                 "rank_pred": None, "rank_meas": None,
             }  # fmt: skip
-            if m is not None and m.error:
-                row["error"] = m.error.splitlines()[0][:300]
+            if m is not None:
+                row["samples_ms"] = [round(x, 5) for x in m.samples]
+                row["registers"] = {k: r.get("registers") for k, r in (m.resources or {}).items()}
+                if m.error:
+                    row["error"] = m.error.splitlines()[0][:300]
             rows.append(row)
         summary = rank_shape(rows) if not args.dry_run else {"spearman": None}
         shapes_out.append({"label": label, "shape": shape, "dtype": DTYPE, **summary, "cases": rows})
