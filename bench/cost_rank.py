@@ -17,14 +17,18 @@ flushed, CUDA events, median of the repetitions). Every kernel of a shape sees t
 kernel that fails on the GPU is recorded with its status and left out of the correlation. The record
 lists, per shape, every case (predicted and measured ms, correct, bound, both ranks), the five ranked
 worst (largest difference of ranks), the correlation, and the average against the gate (0.7) and the
-goal (0.85). ``--dry-run`` does everything but the GPU part and times it.
+goal (0.85). ``--dry-run`` does everything but the GPU part and times it. ``--reuse RECORD`` takes the
+measurements of an earlier record and measures only what it lacks (each case says which run measured it);
+with ``--dry-run`` it ranks those measurements against the installed model's estimates, measuring nothing.
 
-    python bench/cost_rank.py [--dry-run] [--reps 20] [--jobs N] [--budget-s 480] [--out DIR] [--label L]
+    python bench/cost_rank.py [--dry-run] [--reuse RECORD] [--reps 20] [--jobs N] [--budget-s 480]
+                              [--out DIR] [--label L]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -121,6 +125,22 @@ def cases() -> list[tuple[str, str, tuple[str, tuple[tuple[str, int], ...]]]]:
     return out + [(f"cake:{name}", "extra", (name, ())) for name in EXTRA]
 
 
+#: the fields of a case that a measurement gives (``--reuse`` takes them from an earlier record)
+MEASURED = ("measured_ms", "correct", "status", "samples_ms", "registers", "error")
+
+
+def measured_row(m: Any) -> dict[str, Any]:
+    """The fields of a case that one :class:`~cake_core.loop.benchmark.Measurement` gives."""
+    row: dict[str, Any] = {
+        "measured_ms": round(m.median_ms, 5) if m.median_ms is not None else None, "correct": bool(m.correct),
+        "status": m.status, "samples_ms": [round(x, 5) for x in m.samples],
+        "registers": {k: r.get("registers") for k, r in (m.resources or {}).items()}, "measured_in": "this run",
+    }  # fmt: skip
+    if m.error:
+        row["error"] = m.error.splitlines()[0][:300]
+    return row
+
+
 def _compile(recipe: tuple[str, tuple[tuple[str, int], ...]], values: dict[str, int | str]) -> tuple[float, str | None]:
     """In a pool process: compile one case's specialization into the NVRTC disk cache."""
     from cake_core import pipeline, plugins
@@ -170,6 +190,9 @@ def main() -> int:
                     help="wall seconds after which the kernels not yet measured are recorded as not measured")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--label", default="")
+    ap.add_argument("--reuse", type=Path, metavar="RECORD",
+                    help="take the measurements of an earlier record (same kernels) and measure only the cases it "
+                         "did not; with --dry-run, rank the earlier measurements against this model's estimates")
     args = ap.parse_args()
     started = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -194,22 +217,33 @@ def main() -> int:
             estimates[(label, impl)] = model.estimate(cand.check(), target, program_values(cand.check(), problem, shape, DTYPE))
     seconds["estimate"] = time.perf_counter() - t
 
-    # one compile per distinct specialization (D=128 and D=64 here), in a pool that fills the disk cache
+    gpu, reused = None, {}
+    if args.reuse:
+        prior = json.loads(args.reuse.read_text())
+        gpu, source = prior["gpu"], f"{args.reuse.name} (commit {prior['commit']})"
+        for s in prior["shapes"]:
+            for c in s["cases"]:
+                if c["status"] != "not-measured":
+                    reused[(s["label"], c["impl"])] = {**{k: c.get(k) for k in MEASURED}, "measured_in": source}
+
+    # one compile per distinct specialization still to measure (D=128 and D=64 here), in a pool that fills
+    # the disk cache
     t = time.perf_counter()
     jobs: dict[tuple[str, Any], tuple] = {}
     for label, shape in SHAPES:
         for impl, _, recipe, cand in kernels:
+            if (label, impl) in reused:
+                continue
             values = program_values(cand.check(), problem, shape, DTYPE)
             jobs.setdefault((impl, cand.spec(values)), (recipe, values))
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        done = dict(zip(jobs, pool.map(_compile, *zip(*jobs.values(), strict=True)), strict=True))
+        made = pool.map(_compile, [r for r, _ in jobs.values()], [v for _, v in jobs.values()])
+        done = dict(zip(jobs, made, strict=True))
     compile_errors = {impl: err for (impl, _), (_, err) in done.items() if err}
     seconds["compile"] = time.perf_counter() - t
     seconds["compile_each_mean"] = sum(s for s, _ in done.values()) / max(len(done), 1)
 
-    gpu = None
-    shapes_out = []
-    measured: dict[tuple[str, str], Any] = {}
+    measured: dict[tuple[str, str], dict[str, Any]] = dict(reused)
     t = time.perf_counter()
     if not args.dry_run:
         from cake_core.runtime.plan import Timing
@@ -222,33 +256,26 @@ def main() -> int:
             # the shapes with the least input to move first, so a spent budget costs the most expensive one
             for label, shape in sorted(SHAPES, key=lambda s: s[1]["B"] * s[1]["N"] * s[1]["D"]):
                 for impl, _, _, cand in kernels:
-                    if time.perf_counter() - started > args.budget_s:
+                    if (label, impl) in measured or time.perf_counter() - started > args.budget_s:
                         continue
                     m = bench_candidate(cand, same, shape, DTYPE, runner, impl=impl, timing=timing, timeout_s=60,
                                         commit=commit)  # fmt: skip
-                    measured[(label, impl)] = m
+                    measured[(label, impl)] = measured_row(m)
                     print(f"{label:15} {impl:60} {m.status:14} "
                           f"{m.median_ms if m.median_ms is not None else float('nan'):9.4f} ms", file=sys.stderr)  # fmt: skip
     seconds["gpu"] = time.perf_counter() - t
 
+    shapes_out = []
     for label, shape in SHAPES:
         rows = []
         for impl, group, _, _ in kernels:
-            est, m = estimates[(label, impl)], measured.get((label, impl))
-            row: dict[str, Any] = {
-                "impl": impl, "group": group, "pred_ms": round(est.ms, 5), "bound": est.bound,
-                "measured_ms": round(m.median_ms, 5) if m is not None and m.median_ms is not None else None,
-                "correct": bool(m.correct) if m is not None else None,
-                "status": m.status if m is not None else ("compile-error" if impl in compile_errors else "not-measured"),
-                "rank_pred": None, "rank_meas": None,
-            }  # fmt: skip
-            if m is not None:
-                row["samples_ms"] = [round(x, 5) for x in m.samples]
-                row["registers"] = {k: r.get("registers") for k, r in (m.resources or {}).items()}
-                if m.error:
-                    row["error"] = m.error.splitlines()[0][:300]
+            est = estimates[(label, impl)]
+            status = "compile-error" if impl in compile_errors else "not-measured"
+            row = {"impl": impl, "group": group, "pred_ms": round(est.ms, 5), "bound": est.bound,
+                   **measured.get((label, impl), {"measured_ms": None, "correct": None, "status": status}),
+                   "rank_pred": None, "rank_meas": None}  # fmt: skip
             rows.append(row)
-        summary = rank_shape(rows) if not args.dry_run else {"spearman": None}
+        summary = rank_shape(rows) if measured else {"spearman": None}
         shapes_out.append({"label": label, "shape": shape, "dtype": DTYPE, **summary, "cases": rows})
 
     rhos = [s["spearman"] for s in shapes_out if s.get("spearman") is not None]
@@ -257,6 +284,7 @@ def main() -> int:
     record = {
         "benchmark": "cost-rank", "date": time.strftime("%Y-%m-%d", time.gmtime()), "label": args.label,
         "gpu": gpu, "target": TARGET, "commit": commit, "dry_run": args.dry_run,
+        "reused": str(args.reuse.name) if args.reuse else None,
         "model": f"{model.name} {model.version}", "calibrated": model.calibrated,
         "timing": {"warmup": args.warmup, "reps": args.reps, "statistic": "median", "l2_flushed": True},
         "ranked": "the 48 AMPERE_SWEEP variants of ampere.cake and hopper, hopper_overlap; naive is an extra point",
@@ -264,7 +292,7 @@ def main() -> int:
         "shapes": shapes_out, "average": average, "gate": GATE, "goal": GOAL,
         "gate_met": average is not None and average >= GATE, "goal_met": average is not None and average >= GOAL,
     }  # fmt: skip
-    name = f"{TARGET}-cost-rank" + ("-dry-run" if args.dry_run else "")
+    name = f"{TARGET}-cost-rank" + ("-dry-run" if args.dry_run and not args.reuse else "")
     write_record(args.out, name, record)
     print_table(record)
     return 0

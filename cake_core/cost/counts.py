@@ -39,6 +39,8 @@ class Counts:
 
 
 _OP, _LET, _FOR, _IF = range(4)
+#: how many trips of a loop whose body branches on its variable are walked (see :func:`_run`)
+SAMPLED_TRIPS = 16
 _ERRORS = (EvalError, ZeroDivisionError, TypeError, ValueError)
 
 
@@ -70,8 +72,10 @@ class _Walk:
                 deps[s.name] = _depends(s.value, deps)
                 out.append((_LET, s.name, comp(s.value)))
             elif isinstance(s, n.For):
-                inner = self._block(model, s.body, comp, {**deps, s.var: frozenset({s.var})})
-                out.append((_FOR, s.var, comp(s.start), comp(s.stop), comp(s.step), inner))
+                inner_deps = {**deps, s.var: frozenset({s.var})}
+                inner = self._block(model, s.body, comp, inner_deps)
+                varies = _branches_on(s.body, s.var, inner_deps)
+                out.append((_FOR, s.var, comp(s.start), comp(s.stop), comp(s.step), inner, varies))
             elif isinstance(s, n.If):
                 out.append((_IF, comp(s.cond), self._block(model, s.then, comp, deps),
                             self._block(model, s.orelse, comp, deps)))  # fmt: skip
@@ -115,7 +119,7 @@ def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple
             except _ERRORS:
                 env.pop(ins[1], None)
         elif kind == _FOR:
-            _, var, start_fn, stop_fn, step_fn, body = ins
+            _, var, start_fn, stop_fn, step_fn, body, varies = ins
             try:
                 start, stop = int(start_fn(env)), int(stop_fn(env))
                 step = int(step_fn(env)) if step_fn is not None else 1
@@ -124,9 +128,13 @@ def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple
             if step <= 0 or stop <= start:
                 continue
             trips = -(-(stop - start) // step)
-            inner = dict(env)
-            inner[var] = start
-            _run(body, inner, mult * trips, loops + ((var, trips),), out)
+            # a body that branches on the loop variable is walked at each of its first trips (up to
+            # SAMPLED_TRIPS), each walk standing for its share of all trips; any other body once
+            walks = min(trips, SAMPLED_TRIPS) if varies else 1
+            for k in range(walks):
+                inner = dict(env)
+                inner[var] = start + k * step
+                _run(body, inner, mult * trips / walks, loops + ((var, trips),), out)
         else:
             try:
                 taken = bool(ins[1](env))
@@ -158,6 +166,18 @@ def grid_size(model: KernelModel, env: Mapping[str, Any]) -> int:
     for fn in _walk(model).grid:
         total *= max(int(fn(env)), 0)
     return total
+
+
+def _branches_on(body: tuple[n.Stmt, ...], var: str, deps: Mapping[str, frozenset[str]]) -> bool:
+    """Whether a condition in ``body`` (outside its inner loops) depends on the loop variable ``var``."""
+    deps = dict(deps)
+    for s in body:
+        if isinstance(s, n.Let):
+            deps[s.name] = _depends(s.value, deps)
+        elif isinstance(s, n.If):
+            if var in _depends(s.cond, deps) or _branches_on(s.then, var, deps) or _branches_on(s.orelse, var, deps):
+                return True
+    return False
 
 
 def _depends(e: n.Expr, deps: Mapping[str, frozenset[str]]) -> frozenset[str]:
