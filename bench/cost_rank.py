@@ -112,7 +112,7 @@ def source_of(recipe: tuple[str, tuple[tuple[str, int], ...]]) -> Any:
     from cake_core.problems.kmeans_assign.cells import SCHEDULES, ampere_variant
 
     name, values = recipe
-    return ampere_variant(dict(values)) if values else pipeline.load(SCHEDULES / f"{name}.cake")
+    return pipeline.Source(*ampere_variant(dict(values))) if values else pipeline.load(SCHEDULES / f"{name}.cake")
 
 
 def cases() -> list[tuple[str, str, tuple[str, tuple[tuple[str, int], ...]]]]:

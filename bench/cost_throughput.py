@@ -42,7 +42,7 @@ def main() -> int:
     model = reg.get("cost_models", args.model)
     checked = []
     for values in AMPERE_SWEEP:
-        checked.append(pipeline.Candidate(ampere_variant(values), target).check())
+        checked.append(pipeline.Candidate(pipeline.Source(*ampere_variant(values)), target).check())
     for name in ("hopper", "hopper_overlap"):
         checked.append(pipeline.Candidate(pipeline.load(SCHEDULES / f"{name}.cake"), target).check())
     done, start = 0, time.perf_counter()

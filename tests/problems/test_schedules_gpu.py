@@ -39,7 +39,7 @@ def _candidate(name: str, values: dict | None = None) -> pipeline.Candidate:
     """A committed schedule (with its constants set to ``values``) as a pipeline candidate for h200."""
     if values:
         assert name == "ampere", name
-        return pipeline.Candidate(ampere_variant(values), _target())
+        return pipeline.Candidate(pipeline.Source(*ampere_variant(values)), _target())
     return pipeline.Candidate(pipeline.load(SCHEDULES / f"{name}.cake"), _target())
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cake_core.problems.problem import Cell
 
 if TYPE_CHECKING:
-    from cake_core.pipeline import Source
+    from cake_core.ir.nodes import Module
 
 #: the committed schedules of kmeans-assign
 SCHEDULES = Path(__file__).resolve().parent / "schedules"
@@ -48,12 +48,13 @@ def _ampere_sweep() -> tuple[dict[str, int], ...]:
 AMPERE_SWEEP: tuple[dict[str, int], ...] = _ampere_sweep()
 
 
-def ampere_variant(values: Mapping[str, int]) -> Source:
+def ampere_variant(values: Mapping[str, int]) -> tuple[Module, str]:
     """ampere.cake with the constants of its kernel `assign` set to ``values`` (one of
-    :data:`AMPERE_SWEEP`): the one way the tests, the benchmarks and the cost-model ranking build a variant."""
-    from cake_core import pipeline
+    :data:`AMPERE_SWEEP`), and its text: the one way the tests, the benchmarks and the cost-model ranking
+    build a variant (``pipeline.Source(*ampere_variant(values))``)."""
+    from cake_core.ir.parser import parse_file
     from cake_core.ir.printer import print_module
     from cake_core.ir.transform import set_consts
 
-    module = set_consts(pipeline.load(SCHEDULES / "ampere.cake").module, dict(values), kernel="assign")
-    return pipeline.Source(module, print_module(module))
+    module = set_consts(parse_file(SCHEDULES / "ampere.cake")[0], dict(values), kernel="assign")
+    return module, print_module(module)

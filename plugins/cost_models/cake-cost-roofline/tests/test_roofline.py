@@ -74,7 +74,7 @@ def test_cake_cost_without_every_size_is_one_line(capsys: pytest.CaptureFixture)
 def _variant(values: dict):
     """ampere.cake with its constants set to ``values``, estimated at the reference cell."""
     reg = plugins.registry()
-    cand = pipeline.Candidate(ampere_variant(values), reg.get("targets", "h200"))
+    cand = pipeline.Candidate(pipeline.Source(*ampere_variant(values)), reg.get("targets", "h200"))
     return reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, CELL)
 
 
