@@ -196,7 +196,8 @@ def plot_best_against_benchmarks(path: Path, dispatches: Sequence[Dispatch],
         ax.scatter(failed, [0.03] * len(failed), marker="x", color="tab:red", transform=ax.get_xaxis_transform(),
                    label="failed on the GPU", zorder=3)  # fmt: skip
     if baseline is not None:
-        ax.axhline(baseline[1], color="tab:orange", linestyle="--", label=f"baseline {baseline[0]} {fmt_ms(baseline[1])}")
+        ax.axhline(baseline[1], color="tab:orange", linestyle="--",
+                   label=f"baseline {baseline[0]} {fmt_ms(baseline[1])}")
     ax.set_xlabel("GPU benchmarks spent")
     ax.set_ylabel("time (ms)")
     ax.set_ylim(bottom=0)
@@ -320,8 +321,8 @@ def _result_section(summary: RunSummary, entries: Sequence[Entry], dispatches: S
                    "predicted time, not by a measurement.")  # fmt: skip
         if best is not None and best.estimate is not None:
             kind = "calibrated" if best.estimate.get("calibrated") else "uncalibrated"
-            out.append(f"`{best.name}` is predicted {best.bound}-bound by {best.estimate.get('model', 'the cost model')} "
-                       f"({kind}).")  # fmt: skip
+            model = best.estimate.get("model", "the cost model")
+            out.append(f"`{best.name}` is predicted {best.bound}-bound by {model} ({kind}).")
     elif best is not None:
         timed = [d for d in best.dispatches if d.timed]
         where = f" on {timed[0].gpu}" if timed and timed[0].gpu else ""
