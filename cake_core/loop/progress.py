@@ -18,7 +18,7 @@ from rich.text import Text
 
 from cake_core.hookspecs import hookimpl
 from cake_core.loop.records import DESTINATIONS, CandidateInfo, FilterOutcome, Finding, RunInfo, RunSummary
-from cake_core.loop.report import cell_text, fmt_ms, is_timed, result_line
+from cake_core.loop.report import baseline_name, cell_text, fmt_ms, is_timed, result_line
 
 if TYPE_CHECKING:
     from cake_core.loop.benchmark import Measurement
@@ -150,9 +150,10 @@ class Progress:
     def _measured(self, candidate: CandidateInfo | None, m: Measurement, resumed: bool) -> None:
         timed = is_timed(m.correct, m.status, m.median_ms)
         if candidate is None:
-            self.baseline = (m.impl, m.median_ms if timed else None, m.status)
+            impl = baseline_name(m.impl)
+            self.baseline = (impl, m.median_ms if timed else None, m.status)
             what = f"{fmt_ms(m.median_ms)} on {m.gpu}" if timed else f"{m.status}: {m.error}"
-            self._say(f"baseline: {m.impl} {what}", resumed)
+            self._say(f"baseline: {impl} {what}", resumed)
             return
         self.benchmarks += 1
         if not timed:
@@ -238,5 +239,7 @@ class Progress:
             head = "cake run" if self.run is None else f"cake run {self.run.problem} on {self.run.target}"
             parts: list[Any] = [Text(head, style="bold"), table]
             if self.last:
-                parts.append(Text(self.last, style="dim", overflow="ellipsis", no_wrap=True))
+                final = self.summary is not None  # the last line of the run is shown whole
+                parts.append(Text(self.last, style="" if final else "dim", overflow="fold" if final else "ellipsis",
+                                  no_wrap=not final))  # fmt: skip
             return Group(*parts)

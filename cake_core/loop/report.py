@@ -28,7 +28,10 @@ DESTINATION_TITLES = {"candidate": "the candidate", "verifier": "the verifier", 
                       "vocabulary": "the IR vocabulary"}  # fmt: skip
 
 #: how the candidates table orders statuses (within one, by time: measured, else predicted)
-RANK_GROUPS = {"measured": 0, "compiled": 1, "failed-on-gpu": 2, "rejected": 3, "generated": 4}
+RANK_GROUPS = {"measured": 0, "compiled": 1, "failed-on-gpu": 2, "rejected": 3, "unfiltered": 4}
+
+#: the plots a report may draw, under ``plots/`` (a report written again removes those it no longer draws)
+PLOTS = ("best-time.png", "predicted-vs-measured.png", "predicted.png", "roofline.png")
 
 #: the most bars the predicted-time plot draws (the best ones)
 MOST_BARS = 40
@@ -40,6 +43,11 @@ MOST_BARS = 40
 def is_timed(correct: Any, status: str, median_ms: float | None) -> bool:
     """Whether a dispatch is a usable time: correct, not failed or quarantined, and timed."""
     return bool(correct) and status == "ok" and median_ms is not None
+
+
+def baseline_name(impl: str) -> str:
+    """The baseline's name in a dispatch's ``impl`` (``baseline:NAME``)."""
+    return impl.removeprefix("baseline:")
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -104,7 +112,7 @@ class Entry:
     name: str
     hash: str
     origin: str
-    status: str  # generated, rejected, compiled, measured, failed-on-gpu
+    status: str  # unfiltered (stage 2 has not decided), rejected, compiled, measured, failed-on-gpu
     reason: str | None  # the gate and its first diagnostic, or how it failed on the GPU
     predicted_ms: float | None
     bound: str | None
@@ -139,7 +147,7 @@ def read_entries(ledger: Ledger, dispatches: Sequence[Dispatch]) -> list[Entry]:
     for r in rows:
         mine = tuple(d for d in dispatches if d.candidate == r["id"])
         failed = [d for d in mine if not d.timed]
-        status, reason = r["status"] or "generated", None
+        status, reason = r["status"] or "unfiltered", None
         if status == "rejected":
             reason = f"{r['gate']}: {r['reason']}" if r["gate"] else r["reason"]
         elif failed:
@@ -292,10 +300,13 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def _value(value: Any) -> str:
-    """A ``meta`` value in a table cell: a cell as :func:`cell_text` says it, text as it is, the rest as JSON."""
+    """A ``meta`` value in a table cell: a mapping as :func:`cell_text` says it (unset keys left out), a list
+    joined, text as it is, nothing as ``—``."""
     if isinstance(value, Mapping):
-        return cell_text(value)
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        return cell_text({k: v for k, v in value.items() if v is not None}) or "—"
+    if isinstance(value, list):
+        return ", ".join(_value(v) for v in value) or "—"
+    return "—" if value is None else str(value)
 
 
 def _run_section(ledger: Ledger) -> list[str]:
@@ -331,10 +342,11 @@ def _result_section(summary: RunSummary, entries: Sequence[Entry], dispatches: S
                    f"{fmt_ms(best.predicted_ms)}.")  # fmt: skip
         if summary.baseline is not None and summary.baseline_ms is not None:
             out.append(f"The baseline `{summary.baseline}` was measured in the same run.")
-        elif summary.baseline is not None:
+        else:
             failed = [d for d in dispatches if d.candidate is None and not d.timed]
-            how = f" ({failed[0].status}: {failed[0].error})" if failed else ""
-            out.append(f"The baseline `{summary.baseline}` has no time{how}, so there is no speed-up.")
+            out.append(f"The baseline `{baseline_name(failed[0].impl)}` has no time ({failed[0].status}: "
+                       f"{failed[0].error}), so there is no speed-up." if failed else
+                       "No baseline was measured, so there is no speed-up.")  # fmt: skip
     if summary.stages:
         out += ["", "Stages:", ""] + [f"- **{k}**: {v}" for k, v in summary.stages.items()]
     spent = summary.spent
@@ -357,7 +369,7 @@ def _findings_section(ledger: Ledger, names: Mapping[int, str]) -> list[str]:
     rows = ledger.rows("SELECT * FROM findings ORDER BY id")
     out = ["## Findings", ""]
     if not rows:
-        return out + ["No findings were routed."]
+        return out + ["No findings were routed.", ""]
     order = list(DESTINATIONS) + sorted({r["destination"] for r in rows} - set(DESTINATIONS))
     for dest in order:
         mine = [r for r in rows if r["destination"] == dest]
@@ -386,21 +398,31 @@ def _plots(plots: Path, summary: RunSummary, entries: Sequence[Entry],
     """Draw the plots: (title, the PNG or None, what it shows or why it is missing)."""
     best = next((e for e in entries if e.hash == summary.best_hash), None)
     drawn: list[tuple[str, Path | None, str]] = []
+
+    def draw(title: str, png: Path | None, shows: str, missing: str) -> None:
+        drawn.append((title, png, shows if png is not None else f"Not drawn: {missing}."))
+
     baseline = (summary.baseline, summary.baseline_ms) if summary.baseline and summary.baseline_ms else None
     if any(d.candidate is not None for d in dispatches):
-        drawn.append(("Best time against GPU benchmarks spent",
-                      plot_best_against_benchmarks(plots / "best-time.png", dispatches, baseline),
-                      "no benchmark of a candidate gave a correct time"))  # fmt: skip
-        drawn.append(("Predicted against measured time",
-                      plot_predicted_against_measured(plots / "predicted-vs-measured.png", entries),
-                      "no candidate has both a prediction and a measured time"))  # fmt: skip
+        draw("Best time against GPU benchmarks spent",
+             plot_best_against_benchmarks(plots / "best-time.png", dispatches, baseline),
+             "The best correct median time after each benchmark of a candidate, in the order they ran; a cross "
+             "marks a benchmark that failed; the dashed line is the baseline.",
+             "no benchmark of a candidate gave a correct time")  # fmt: skip
+        draw("Predicted against measured time", plot_predicted_against_measured(plots / "predicted-vs-measured.png",
+                                                                                entries),
+             "Each measured candidate's predicted time against its measured time (log-log); on the dashed line the "
+             "cost model is exact.", "no candidate has both a prediction and a measured time")  # fmt: skip
     else:
-        drawn.append(("Predicted time per compiled candidate", plot_predicted(plots / "predicted.png", entries),
-                      "no candidate has a predicted time (no cost model, or none compiled)"))  # fmt: skip
+        draw("Predicted time per compiled candidate", plot_predicted(plots / "predicted.png", entries),
+             "The cost model's predicted time of each compiled candidate, best first, with the bound it hits.",
+             "no candidate has a predicted time (no cost model, or none compiled)")  # fmt: skip
     which = "measured" if best is not None and best.measured_ms is not None else "predicted"
-    drawn.append((f"The best kernel under the roofline (best {which})",
-                  plot_roofline(plots / "roofline.png", best) if best is not None else None,
-                  "there is no best kernel" if best is None else "its estimate carries no terms"))  # fmt: skip
+    draw(f"The best kernel under the roofline (best {which})",
+         plot_roofline(plots / "roofline.png", best) if best is not None else None,
+         "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red); lines: the "
+         "predicted total" + (" and the measured time." if which == "measured" else "."),
+         "there is no best kernel" if best is None else "its estimate carries no terms")  # fmt: skip
     return drawn
 
 
@@ -413,10 +435,13 @@ def write_report(out: Path, ledger: Ledger, summary: RunSummary) -> Path:
     lines = [title, ""] + _run_section(ledger) + [""] + _result_section(summary, entries, dispatches) + [""]
     lines += _candidates_section(entries) + [""] + _findings_section(ledger, {e.id: e.name for e in entries})
     lines += ["## Plots", ""]
-    for heading, png, missing in _plots(out / "plots", summary, entries, dispatches):
+    for stale in PLOTS:
+        (out / "plots" / stale).unlink(missing_ok=True)
+    for heading, png, caption in _plots(out / "plots", summary, entries, dispatches):
         lines += [f"### {heading}", ""]
-        lines += [f"![{heading}]({png.relative_to(out).as_posix()})" if png is not None else f"Not drawn: {missing}.",
-                  ""]  # fmt: skip
+        if png is not None:
+            lines += [f"![{heading}]({png.relative_to(out).as_posix()})", ""]
+        lines += [caption, ""]
     path = out / "report.md"
     path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return path

@@ -64,7 +64,7 @@ def drive(p: Progress, clock: Clock) -> None:
     p.cake_candidate_filtered(run=RUN, candidate=bad, outcome=FilterOutcome("rejected", "verify", "E0412 ring `r` is "
                               "read before it is acquired"), resumed=False)  # fmt: skip
     clock.now += 12
-    p.cake_measured(run=RUN, candidate=None, measurement=measurement("flash-kmeans", 0.41), resumed=False)
+    p.cake_measured(run=RUN, candidate=None, measurement=measurement("baseline:flash-kmeans", 0.41), resumed=False)
     p.cake_measured(run=RUN, candidate=naive, measurement=measurement("cake:naive", None, "wrong"), resumed=False)
     p.cake_measured(run=RUN, candidate=tma, measurement=measurement("cake:hopper_tma", 0.2), resumed=False)
     p.cake_finding_routed(run=RUN, finding=Finding("candidate", "rejected", "E0412 ring `r` is read before it is "

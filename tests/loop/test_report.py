@@ -17,7 +17,8 @@ from cake_core.loop.report import write_report
 # -- two run ledgers ------------------------------------------------------------------------------------------
 
 CELL = {"shape": {"B": 2, "N": 1000, "K": 100, "D": 128}, "dtype": "f16"}
-META = {"problem": "kmeans-assign", "target": "hopper", "cell": CELL, "seed": 7}
+META = {"problem": "kmeans-assign", "target": "hopper", "cell": CELL, "seed": 7, "agent": None, "from": [],
+        "budgets": {"candidates": 20, "gpu_benchmarks": None, "benchmark_top": 4}}
 VERSIONS = [("distribution", "cake-core", "0.1.0"), ("distribution", "cake-cost-roofline", "0.1.0"),
             ("target", "hopper", "sha256:0123abcd")]  # fmt: skip
 MODEL = "roofline 0.1.0"
@@ -100,7 +101,7 @@ def gpu_run(out: Path) -> tuple[Ledger, RunSummary]:
     """A run that measured the baseline and three candidates, one of them wrong on the GPU."""
     ledger, _ = cpu_run(out)
     ids = {r["name"]: r["id"] for r in ledger.rows("SELECT id, name FROM candidates")}
-    dispatch(ledger, None, "flash-kmeans", "ok", [0.41, 0.40, 0.42])
+    dispatch(ledger, None, "baseline:flash-kmeans", "ok", [0.41, 0.40, 0.42])
     dispatch(ledger, ids["naive"], "cake:naive", "ok", [0.61, 0.60, 0.62])
     dispatch(ledger, ids["ampere_mma"], "cake:ampere_mma", "wrong", [])
     dispatch(ledger, ids["hopper_tma"], "cake:hopper_tma", "ok", [0.21, 0.20, 0.22])
@@ -146,6 +147,8 @@ def test_a_run_without_a_gpu_says_nothing_was_benchmarked_and_ranks_by_predicted
     ]  # fmt: skip
     assert "| cell | dtype f16, shape B=2 D=128 K=100 N=1000 |" in text
     assert "| seed | 7 |" in text
+    assert "| budgets | benchmark_top 4, candidates 20 |" in text
+    assert "| agent | — |" in text
     assert "| target | hopper | sha256:0123abcd |" in text
     assert "**Nothing was benchmarked; best by predicted time `hopper_tma` 0.19 ms predicted.**" in text
     assert "`hopper_tma` is predicted tensor-bound by roofline 0.1.0 (uncalibrated)." in text
@@ -173,6 +176,8 @@ def test_a_run_without_a_gpu_says_nothing_was_benchmarked_and_ranks_by_predicted
 
 def test_a_measured_run_reports_the_best_time_the_baseline_and_the_speed_up(tmp_path: Path) -> None:
     ledger, summary = gpu_run(tmp_path)
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "predicted.png").write_bytes(b"a plot of an earlier report")
     text = write_report(tmp_path, ledger, summary).read_text()
     assert "**Best `hopper_tma` 0.21 ms measured; baseline `flash-kmeans` 0.41 ms; speed-up 1.95x.**" in text
     assert "`hopper_tma` (02ababababab) was measured on NVIDIA H200, the median of 3 samples; the cost model " \
@@ -195,7 +200,9 @@ def test_a_measured_run_reports_the_best_time_the_baseline_and_the_speed_up(tmp_
         assert f"(plots/{name})" in text
         png_size(tmp_path / "plots" / name)
     assert "### The best kernel under the roofline (best measured)" in text
-    assert not (tmp_path / "plots" / "predicted.png").exists()
+    assert not (tmp_path / "plots" / "predicted.png").exists()  # the earlier report's plot is gone
+    assert "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red); lines: the " \
+           "predicted total and the measured time." in text  # fmt: skip
 
 
 def test_a_resumed_run_has_the_same_report_as_an_uninterrupted_one(tmp_path: Path) -> None:
@@ -230,11 +237,21 @@ def test_a_run_with_no_compiled_candidate_has_no_best_kernel(tmp_path: Path) -> 
 def test_a_baseline_without_a_time_is_said_so(tmp_path: Path, status: str) -> None:
     ledger, _ = cpu_run(tmp_path)
     ids: dict[str, Any] = {r["name"]: r["id"] for r in ledger.rows("SELECT id, name FROM candidates")}
-    dispatch(ledger, None, "flash-kmeans", status, [])
+    dispatch(ledger, None, "baseline:flash-kmeans", status, [])
     dispatch(ledger, ids["naive"], "cake:naive", "ok", [0.5])
-    summary = RunSummary("naive", f"{ids['naive']:02d}" + "ab" * 31, 0.5, 0.5, "flash-kmeans", None, None, True, {},
+    summary = RunSummary("naive", f"{ids['naive']:02d}" + "ab" * 31, 0.5, 0.5, None, None, None, True, {},
                          None, Spent(candidates=5, gpu_benchmarks=1))  # fmt: skip
     text = write_report(tmp_path, ledger, summary).read_text()
     assert f"The baseline `flash-kmeans` has no time ({status}: 412 of 200000 elements differ), so there is no " \
            "speed-up." in text  # fmt: skip
     png_size(tmp_path / "plots" / "best-time.png")
+
+
+def test_a_measured_run_without_a_baseline_says_there_is_no_speed_up(tmp_path: Path) -> None:
+    ledger, _ = cpu_run(tmp_path)
+    dispatch(ledger, 1, "cake:naive", "ok", [0.5])
+    summary = RunSummary("naive", "01" + "ab" * 31, 0.5, 0.5, None, None, None, True, {}, None,
+                         Spent(candidates=5, gpu_benchmarks=1))  # fmt: skip
+    text = write_report(tmp_path, ledger, summary).read_text()
+    assert "**Best `naive` 0.5 ms measured.**" in text
+    assert "No baseline was measured, so there is no speed-up." in text
