@@ -121,8 +121,15 @@ class Entry:
 
     @property
     def measured_ms(self) -> float | None:
+        """The best correct time of its dispatches (shown even for a candidate that is not ``measured``: one
+        stage 2 rejected but was benchmarked all the same, or one that failed in another dispatch)."""
         times = [d.median_ms for d in self.dispatches if d.timed]
-        return min(times) if times and self.status == "measured" else None  # type: ignore[type-var]
+        return min(times) if times else None  # type: ignore[type-var]
+
+    @property
+    def correct(self) -> str | None:
+        """``yes`` where every dispatch was correct, ``no`` where one was not, ``None`` where none ran."""
+        return None if not self.dispatches else "yes" if all(d.timed for d in self.dispatches) else "no"
 
     def rank_key(self) -> tuple[int, float, int]:
         group = RANK_GROUPS.get(self.status, len(RANK_GROUPS))
@@ -179,19 +186,20 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def plot_best_against_benchmarks(path: Path, dispatches: Sequence[Dispatch],
-                                 baseline: tuple[str, float] | None) -> Path | None:
-    """(a) The best measured time after each GPU benchmark of a candidate, the baseline as a line."""
+def plot_best_against_benchmarks(path: Path, dispatches: Sequence[Dispatch], eligible: set[int],
+                                 baseline: tuple[str, float] | None) -> Path | None:  # fmt: skip
+    """(a) The best measured time after each GPU benchmark of a candidate, the baseline as a line. Only the
+    times of ``eligible`` candidates (those measured correct every time) can be the best."""
     from matplotlib.ticker import MaxNLocator
 
     mine = [d for d in dispatches if d.candidate is not None]
-    if not any(d.timed for d in mine):
+    if not any(d.timed and d.candidate in eligible for d in mine):
         return None
     fig = _figure(7, 4)
     ax = fig.add_subplot()
     xs, best, points = [], [], []
     for i, d in enumerate(mine, 1):
-        if d.timed:
+        if d.timed and d.candidate in eligible:
             points.append((i, d.median_ms))
         current = min((p[1] for p in points), default=None)
         if current is not None:
@@ -218,8 +226,8 @@ def plot_best_against_benchmarks(path: Path, dispatches: Sequence[Dispatch],
 
 def plot_predicted_against_measured(path: Path, entries: Sequence[Entry]) -> Path | None:
     """(b) Each measured candidate's predicted time against its measured time, log-log, with y = x."""
-    points = [(e.measured_ms, e.predicted_ms, e.name) for e in entries
-              if e.measured_ms is not None and e.predicted_ms is not None and e.predicted_ms > 0]  # fmt: skip
+    points = [(e.measured_ms, e.predicted_ms, e.name) for e in entries if e.status == "measured"
+              and e.measured_ms is not None and e.predicted_ms is not None and e.predicted_ms > 0]  # fmt: skip
     if not points:
         return None
     fig = _figure(6, 6)
@@ -358,8 +366,7 @@ def _result_section(summary: RunSummary, entries: Sequence[Entry], dispatches: S
 def _candidates_section(entries: Sequence[Entry]) -> list[str]:
     ranked = {e.id: i for i, e in enumerate((e for e in entries if e.status in ("measured", "compiled")), 1)}
     rows = [(ranked.get(e.id), f"`{e.name}`", e.origin, e.status, e.reason, fmt_ms(e.predicted_ms), e.bound,
-             fmt_ms(e.measured_ms), "yes" if e.status == "measured" else "no" if e.status == "failed-on-gpu" else None)
-            for e in entries]  # fmt: skip
+             fmt_ms(e.measured_ms), e.correct) for e in entries]  # fmt: skip
     out = ["## Candidates", "", f"{len(entries)} candidate(s), ranked by measured time, then by predicted time.", ""]
     return out + _table(("#", "name", "origin", "status", "gate: reason", "predicted", "bound", "measured",
                          "correct"), rows)  # fmt: skip
@@ -405,9 +412,11 @@ def _plots(plots: Path, summary: RunSummary, entries: Sequence[Entry],
     baseline = (summary.baseline, summary.baseline_ms) if summary.baseline and summary.baseline_ms else None
     if any(d.candidate is not None for d in dispatches):
         draw("Best time against GPU benchmarks spent",
-             plot_best_against_benchmarks(plots / "best-time.png", dispatches, baseline),
-             "The best correct median time after each benchmark of a candidate, in the order they ran; a cross "
-             "marks a benchmark that failed; the dashed line is the baseline.",
+             plot_best_against_benchmarks(plots / "best-time.png", dispatches,
+                                          {e.id for e in entries if e.status == "measured"}, baseline),
+             "The best correct median time after each benchmark of a candidate, in the order they ran"
+             + ("; a cross marks a benchmark that failed" if any(not d.timed for d in dispatches if d.candidate) else "")
+             + ("; the dashed line is the baseline." if baseline else "."),
              "no benchmark of a candidate gave a correct time")  # fmt: skip
         draw("Predicted against measured time", plot_predicted_against_measured(plots / "predicted-vs-measured.png",
                                                                                 entries),

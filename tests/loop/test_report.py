@@ -201,6 +201,7 @@ def test_a_measured_run_reports_the_best_time_the_baseline_and_the_speed_up(tmp_
         png_size(tmp_path / "plots" / name)
     assert "### The best kernel under the roofline (best measured)" in text
     assert not (tmp_path / "plots" / "predicted.png").exists()  # the earlier report's plot is gone
+    assert "in the order they ran; a cross marks a benchmark that failed; the dashed line is the baseline." in text
     assert "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red); lines: the " \
            "predicted total and the measured time." in text  # fmt: skip
 
@@ -255,3 +256,26 @@ def test_a_measured_run_without_a_baseline_says_there_is_no_speed_up(tmp_path: P
     text = write_report(tmp_path, ledger, summary).read_text()
     assert "**Best `naive` 0.5 ms measured.**" in text
     assert "No baseline was measured, so there is no speed-up." in text
+
+
+def test_a_candidate_benchmarked_though_rejected_or_wrong_once_is_not_ranked(tmp_path: Path) -> None:
+    """``--bench-rejected`` times a candidate stage 2 rejected; a candidate may be right in one dispatch and
+    wrong in another: the table shows their times, and neither is ranked."""
+    ledger, summary = gpu_run(tmp_path)
+    ids = {r["name"]: r["id"] for r in ledger.rows("SELECT id, name FROM candidates")}
+    dispatch(ledger, ids["bad_ring"], "cake:bad_ring", "ok", [0.05])
+    with ledger.transaction() as db:
+        db.execute("UPDATE dispatches SET run = 1 WHERE impl = 'cake:naive'")
+    dispatch(ledger, ids["naive"], "cake:naive", "wrong", [])
+    text = write_report(tmp_path, ledger, summary).read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "` | seed |" in line]
+    assert rows == [
+        "| 1 | `hopper_tma` | seed | measured | — | 0.19 ms | tensor | 0.21 ms | yes |",
+        "| — | `ampere_mma` | seed | failed-on-gpu | gpu: wrong: 412 of 200000 elements differ | 0.3 ms | dram | — | no |",
+        "| — | `naive` | seed | failed-on-gpu | gpu: wrong: 412 of 200000 elements differ | 0.5 ms | dram | 0.61 ms "
+        "| no |",
+        "| — | `bad_ring` | seed | rejected | verify: E0412 ring `r` is read before its stage is `acquired` | — | — "
+        "| 0.05 ms | yes |",
+        "| — | `wrong_mask` | seed | rejected | interp: E0901 output `assign` differs at (0, 17) \\| ragged N=999 | — "
+        "| — | — | — |",
+    ]  # fmt: skip
