@@ -41,6 +41,7 @@ class Progress:
         self.compiled = 0
         self.measured: set[int] = set()  # candidate ids with a correct time
         self.failed: set[int] = set()  # candidate ids that failed on the GPU
+        self.rejected_ids: set[int] = set()  # rejected by stage 2: never the best, even if benchmarked anyway
         self.benchmarks = 0  # dispatches of candidates: the GPU benchmarks spent
         self.baseline: tuple[str, float | None, str] | None = None  # impl, time, status
         self.findings: collections.Counter[str] = collections.Counter()  # by destination
@@ -135,6 +136,7 @@ class Progress:
     def _filtered(self, candidate: CandidateInfo, outcome: FilterOutcome, resumed: bool) -> None:
         if outcome.status == "rejected":
             self.rejected[outcome.gate or "?"] += 1
+            self.rejected_ids.add(candidate.id)
             self._say(f"rejected at {outcome.gate}: {candidate.name}: {outcome.reason}", resumed)
             return
         self.compiled += 1
@@ -161,7 +163,10 @@ class Progress:
             self._say(f"failed on the GPU: {candidate.name}: {m.status}: {m.error}", resumed)
             return
         self.measured.add(candidate.id)
-        if self.best_measured is None or m.median_ms < self.best_measured[1]:
+        if candidate.id in self.rejected_ids:
+            self._say(f"measured: {candidate.name} {fmt_ms(m.median_ms)} on {m.gpu} (rejected by stage 2)", resumed)
+            return
+        if self.best_measured is None or m.median_ms < self.best_measured[1]:  # type: ignore[operator]
             self.best_measured = (candidate.name, m.median_ms)
         self._say(f"measured: {candidate.name} {fmt_ms(m.median_ms)} on {m.gpu}", resumed)
 
@@ -219,7 +224,14 @@ class Progress:
         return "; ".join(parts) + session
 
     def render(self) -> Any:
-        """The live display: one row per stage's counts, the best so far, the budget left."""
+        """The live display: one row per stage's counts, the best so far, the budget left (or, should that
+        fail, one line that says so: the display redraws from its own thread, where nothing may raise)."""
+        try:
+            return self._render()
+        except Exception as exc:  # noqa: BLE001
+            return Text(f"progress: cannot show the display ({type(exc).__name__}: {exc})")
+
+    def _render(self) -> Any:
         with self.lock:
             table = Table.grid(padding=(0, 2))
             table.add_column(style="bold")

@@ -51,7 +51,7 @@ class Clock:
 
 def drive(p: Progress, clock: Clock) -> None:
     """A small run: three candidates (one from the ledger of a killed session), one rejected, the baseline and
-    two benchmarks (one wrong), two findings."""
+    three benchmarks (one wrong, one of the rejected candidate, benchmarked all the same), two findings."""
     naive, tma, bad = candidate(1, "naive"), candidate(2, "hopper_tma"), candidate(3, "bad_ring")
     p.cake_run_started(run=RUN, resumed=True)
     p.cake_candidate_generated(run=RUN, candidate=naive, resumed=True)
@@ -67,6 +67,7 @@ def drive(p: Progress, clock: Clock) -> None:
     p.cake_measured(run=RUN, candidate=None, measurement=measurement("baseline:flash-kmeans", 0.41), resumed=False)
     p.cake_measured(run=RUN, candidate=naive, measurement=measurement("cake:naive", None, "wrong"), resumed=False)
     p.cake_measured(run=RUN, candidate=tma, measurement=measurement("cake:hopper_tma", 0.2), resumed=False)
+    p.cake_measured(run=RUN, candidate=bad, measurement=measurement("cake:bad_ring", 0.05), resumed=False)
     p.cake_finding_routed(run=RUN, finding=Finding("candidate", "rejected", "E0412 ring `r` is read before it is "
                                                    "acquired", 0, 3, "bad_ring.cake:12:5"), resumed=False)  # fmt: skip
     p.cake_finding_routed(run=RUN, finding=Finding("verifier", "wrong-on-gpu", "verified clean but wrong", 0, 1),
@@ -99,6 +100,7 @@ def test_off_a_terminal_each_event_is_one_plain_line() -> None:
         "baseline: flash-kmeans 0.41 ms on NVIDIA H200",
         "failed on the GPU: naive: wrong: 3 elements differ",
         "measured: hopper_tma 0.2 ms on NVIDIA H200",
+        "measured: bad_ring 0.05 ms on NVIDIA H200 (rejected by stage 2)",
         "finding for the candidate: rejected: E0412 ring `r` is read before it is acquired at bad_ring.cake:12:5",
         "finding for the verifier: wrong-on-gpu: verified clean but wrong",
         "finished: best `hopper_tma` 0.2 ms measured; baseline `flash-kmeans` 0.41 ms; speed-up 2.05x",
@@ -118,11 +120,11 @@ def test_the_display_counts_each_stage_and_shows_the_best_so_far_and_the_budget_
         "generated  3",
         "rejected   1 (verify 1)",
         "compiled   2",
-        "measured   1 on the GPU, 1 failed there",
+        "measured   2 on the GPU, 1 failed there",
         "baseline   flash-kmeans 0.41 ms",
         "findings   candidate 1, verifier 1",
         "best       hopper_tma 0.2 ms measured (2.05x the baseline)",
-        "budget     candidates: 7 left of 10; gpu benchmarks: 2 left of 4; wall seconds: 48 s left of 60 s (this "
+        "budget     candidates: 7 left of 10; gpu benchmarks: 1 left of 4; wall seconds: 48 s left of 60 s (this "
         "session)",
         "finding for the verifier: wrong-on-gpu: verified clean but wrong",
     ]  # fmt: skip
@@ -184,6 +186,11 @@ def test_a_hook_never_raises() -> None:
     assert out.getvalue().splitlines() == [
         "progress: cannot show an event (AttributeError: 'str' object has no attribute 'status')"
     ]
+    p.rejected = None  # type: ignore[assignment]  # a display that cannot render says so in its place
+    shown = Console(file=io.StringIO(), width=200, record=True, color_system=None)
+    shown.print(p.render())
+    assert shown.export_text().strip() == ("progress: cannot show the display (AttributeError: 'NoneType' object has "
+                                           "no attribute 'items')")  # fmt: skip
     broken = Progress(Console(file=Broken(), force_terminal=False))
     broken.cake_run_started(run=RUN, resumed=False)  # the line cannot be written, nor the notice: nothing raises
     assert broken.run is RUN
