@@ -180,9 +180,15 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _finish(ax: Any, path: Path, xlabel: str, ylabel: str, title: str, *, legend: bool = True) -> Path:
+    """Label the plot and write it as a PNG (without the matplotlib version in it: the same plot, the same bytes)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if legend:
+        ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    ax.figure.savefig(path, format="png", metadata={"Software": None})
     return path
 
 
@@ -214,14 +220,10 @@ def plot_best_against_benchmarks(path: Path, dispatches: Sequence[Dispatch], eli
     if baseline is not None:
         ax.axhline(baseline[1], color="tab:orange", linestyle="--",
                    label=f"baseline {baseline[0]} {fmt_ms(baseline[1])}")
-    ax.set_xlabel("GPU benchmarks spent")
-    ax.set_ylabel("time (ms)")
     ax.set_ylim(bottom=0)
     ax.set_xlim(0.5, len(mine) + 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title("best measured time against GPU benchmarks spent")
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish(ax, path, "GPU benchmarks spent", "time (ms)", "best measured time against GPU benchmarks spent")
 
 
 def plot_predicted_against_measured(path: Path, entries: Sequence[Entry]) -> Path | None:
@@ -242,11 +244,7 @@ def plot_predicted_against_measured(path: Path, entries: Sequence[Entry]) -> Pat
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured time (ms)")
-    ax.set_ylabel("predicted time (ms)")
-    ax.set_title("predicted against measured time")
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish(ax, path, "measured time (ms)", "predicted time (ms)", "predicted against measured time")
 
 
 def plot_predicted(path: Path, entries: Sequence[Entry]) -> Path | None:
@@ -261,10 +259,9 @@ def plot_predicted(path: Path, entries: Sequence[Entry]) -> Path | None:
     ax.barh(list(ys), [e.predicted_ms for e in shown], color="tab:blue")
     ax.set_yticks(list(ys), [f"{e.name} ({e.bound})" if e.bound else e.name for e in shown], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("predicted time (ms)")
     more = f", the best {len(shown)} of {len(ranked)}" if len(ranked) > len(shown) else ""
-    ax.set_title(f"predicted time per compiled candidate (nothing measured{more})")
-    return _save(fig, path)
+    title = f"predicted time per compiled candidate (nothing measured{more})"
+    return _finish(ax, path, "predicted time (ms)", "", title, legend=False)
 
 
 def plot_roofline(path: Path, entry: Entry) -> Path | None:
@@ -282,14 +279,11 @@ def plot_roofline(path: Path, entry: Entry) -> Path | None:
         ax.axhline(entry.predicted_ms, color="0.4", linestyle="--", label=f"predicted {fmt_ms(entry.predicted_ms)}")
     if entry.measured_ms is not None:
         ax.axhline(entry.measured_ms, color="tab:green", label=f"measured {fmt_ms(entry.measured_ms)}")
-    ax.set_ylabel("ms")
     model = (entry.estimate or {}).get("model", "the cost model")
     kind = "calibrated" if (entry.estimate or {}).get("calibrated") else "uncalibrated"
-    ax.set_title(f"{entry.name} under the roofline ({model}, {kind}; bound: {bound})", fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
-    if entry.predicted_ms is not None or entry.measured_ms is not None:
-        ax.legend(fontsize=8)
-    return _save(fig, path)
+    return _finish(ax, path, "term of the estimate", "ms", f"{entry.name} under the roofline ({model}, {kind}; bound: "
+                   f"{bound})", legend=entry.predicted_ms is not None or entry.measured_ms is not None)  # fmt: skip
 
 
 # -- the markdown ------------------------------------------------------------------------------------------
@@ -410,12 +404,13 @@ def _plots(plots: Path, summary: RunSummary, entries: Sequence[Entry],
         drawn.append((title, png, shows if png is not None else f"Not drawn: {missing}."))
 
     baseline = (summary.baseline, summary.baseline_ms) if summary.baseline and summary.baseline_ms else None
-    if any(d.candidate is not None for d in dispatches):
+    candidates = [d for d in dispatches if d.candidate is not None]
+    if candidates:
         draw("Best time against GPU benchmarks spent",
              plot_best_against_benchmarks(plots / "best-time.png", dispatches,
                                           {e.id for e in entries if e.status == "measured"}, baseline),
              "The best correct median time after each benchmark of a candidate, in the order they ran"
-             + ("; a cross marks a benchmark that failed" if any(not d.timed for d in dispatches if d.candidate) else "")
+             + ("; a cross marks a benchmark that failed" if any(not d.timed for d in candidates) else "")
              + ("; the dashed line is the baseline." if baseline else "."),
              "no benchmark of a candidate gave a correct time")  # fmt: skip
         draw("Predicted against measured time", plot_predicted_against_measured(plots / "predicted-vs-measured.png",
