@@ -279,6 +279,9 @@ def plot_roofline(path: Path, entry: Entry) -> Path | None:
         ax.axhline(entry.predicted_ms, color="0.4", linestyle="--", label=f"predicted {fmt_ms(entry.predicted_ms)}")
     if entry.measured_ms is not None:
         ax.axhline(entry.measured_ms, color="tab:green", label=f"measured {fmt_ms(entry.measured_ms)}")
+    shown = [v for v in [*terms.values(), entry.predicted_ms, entry.measured_ms] if v is not None and v > 0]
+    if shown and max(shown) > 100 * min(shown):  # spans decades: small terms would be invisible on a linear axis
+        ax.set_yscale("log")
     model = (entry.estimate or {}).get("model", "the cost model")
     kind = "calibrated" if (entry.estimate or {}).get("calibrated") else "uncalibrated"
     ax.tick_params(axis="x", labelsize=8)
@@ -424,8 +427,8 @@ def _plots(plots: Path, summary: RunSummary, entries: Sequence[Entry],
     which = "measured" if best is not None and best.measured_ms is not None else "predicted"
     draw(f"The best kernel under the roofline (best {which})",
          plot_roofline(plots / "roofline.png", best) if best is not None else None,
-         "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red); lines: the "
-         "predicted total" + (" and the measured time." if which == "measured" else "."),
+         "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red; a log axis where "
+         "they span decades); lines: the predicted total" + (" and the measured time." if which == "measured" else "."),
          "there is no best kernel" if best is None else "its estimate carries no terms")  # fmt: skip
     return drawn
 

@@ -202,8 +202,8 @@ def test_a_measured_run_reports_the_best_time_the_baseline_and_the_speed_up(tmp_
     assert "### The best kernel under the roofline (best measured)" in text
     assert not (tmp_path / "plots" / "predicted.png").exists()  # the earlier report's plot is gone
     assert "in the order they ran; a cross marks a benchmark that failed; the dashed line is the baseline." in text
-    assert "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red); lines: the " \
-           "predicted total and the measured time." in text  # fmt: skip
+    assert "Bars: the terms of the estimate of the kernel's longest launch (the bound it hits in red; a log axis " \
+           "where they span decades); lines: the predicted total and the measured time." in text  # fmt: skip
 
 
 def test_a_resumed_run_has_the_same_report_as_an_uninterrupted_one(tmp_path: Path) -> None:
