@@ -297,7 +297,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = RunOptions(args.problem, args.target, out, args.seed, args.agent, tuple(Path(p) for p in args.sources),
                       budgets, args.resume, args.bench_rejected, args.gpu_timeout, args.workers,
                       tuple(sys.argv[1:]), cell)  # fmt: skip
-    summary = run(opts)
+    from rich.console import Console
+
+    from cake_core.loop.progress import Progress
+
+    with Progress(Console(stderr=True)) as progress:
+        summary = run(opts, observers=[progress], log=progress.note)
     _print_run(out, summary)
     return 0 if summary.best is not None else 1
 
@@ -330,8 +335,8 @@ def _print_run(out: Path, summary) -> None:  # type: ignore[no-untyped-def]
     else:
         print(f"best: {summary.best} {summary.best_predicted_ms:.4f} ms predicted; nothing was benchmarked "
               "(no GPU of the target's architecture), so this ranking is the cost model's alone")  # fmt: skip
-    print(f"run directory: {out} (ledger.sqlite, run.json" + (", best.cake, best.cu, best.h" if summary.best else "")
-          + ")")
+    print(f"run directory: {out} (ledger.sqlite, run.json, report.md" +
+          (", best.cake, best.cu, best.h" if summary.best else "") + ")")
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

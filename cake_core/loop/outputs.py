@@ -1,5 +1,6 @@
 """What a finished run leaves beside its ledger: ``best.cake``, the best kernel exported as standalone CUDA
-(``best.cu`` + ``best.h``), ``run.json`` (the summary, for tools) and ``report.md`` with its plots."""
+(``best.cu`` + ``best.h``), ``run.json`` (the summary, for tools) and ``report.md`` with its plots
+(:mod:`cake_core.loop.report`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cake_core.convert import unstructure
+from cake_core.loop.report import write_report
 from cake_core.paths import write_text
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ def write_outputs(loop: Loop, summary: RunSummary) -> None:
         ],
     }  # fmt: skip
     write_text(out / "run.json", json.dumps(record, indent=1))
+    write_report(out, loop.ledger, summary)
 
 
 def _status(loop: Loop, cid: int) -> dict[str, object]:

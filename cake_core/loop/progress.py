@@ -68,7 +68,9 @@ class Progress:
             self.live = None
 
     def _start(self) -> None:
-        self.live = Live(console=self.console, get_renderable=self.render, refresh_per_second=4, transient=False)
+        # redrawn at each event, never by a thread of its own: stage 2 forks its worker processes, and a fork
+        # while another thread holds a lock can leave the child waiting on it forever
+        self.live = Live(console=self.console, get_renderable=self.render, auto_refresh=False, transient=False)
         self.live.start()
 
     def _guard(self, action: Callable[..., None], *args: Any, locked: bool = True) -> None:
@@ -89,10 +91,16 @@ class Progress:
 
     def _say(self, line: str, resumed: bool = False) -> None:
         """One event: a line of its own where the console is no terminal, else the live display's last line
-        (which redraws itself a few times a second)."""
+        (the display is redrawn)."""
         self.last = line + (" (from the ledger)" if resumed else "")
         if self.plain:
             self.console.print(self.last, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        elif self.live is not None:
+            self.live.refresh()
+
+    def note(self, line: str) -> None:
+        """A line the loop wants the user to see (e.g. a duplicate candidate it dropped)."""
+        self._guard(self._say, line)
 
     # -- the hooks ---------------------------------------------------------------------------------------
 

@@ -375,11 +375,13 @@ class Loop:
 
     def ranking(self) -> list[tuple[CandidateInfo, float, bool]]:
         """Candidates best first: measured correct ones (status ok) by median time; where nothing was measured,
-        compiled ones by predicted time. ``(candidate, ms, measured)``."""
+        compiled ones by predicted time. A candidate stage 2 rejected is never ranked, even where
+        ``--bench-rejected`` measured it correct (its finding says so). ``(candidate, ms, measured)``."""
         by_id = {c.id: c for c in self.candidates()}
         measured = [(by_id[r["candidate"]], r["median_ms"], True) for r in self.ledger.rows(
-            "SELECT candidate, median_ms FROM dispatches WHERE candidate IS NOT NULL AND status = 'ok' AND correct "
-            "AND median_ms IS NOT NULL ORDER BY median_ms, candidate")]  # fmt: skip
+            "SELECT d.candidate, d.median_ms FROM dispatches d JOIN filtered f ON f.candidate = d.candidate "
+            "WHERE f.status = 'compiled' AND d.status = 'ok' AND d.correct AND d.median_ms IS NOT NULL "
+            "ORDER BY d.median_ms, d.candidate")]  # fmt: skip
         if measured or self.ledger.one("SELECT 1 FROM dispatches WHERE candidate IS NOT NULL") is not None:
             return measured  # where a GPU measured, only what it found correct can be best
         return [(by_id[r["candidate"]], r["estimate_ms"], False) for r in self.ledger.rows(

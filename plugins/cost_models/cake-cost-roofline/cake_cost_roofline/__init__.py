@@ -53,7 +53,7 @@ from cake_core.ir.program import kernel_spec
 from cake_core.ir.sema import CheckCtx
 from cake_core.target import Target
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 #: clocks and per-clock rates the model assumes where the target record has no figure
 L2_BYTES_PER_CLOCK_PER_SM = 64
@@ -131,7 +131,9 @@ class Roofline:
         terms["sync"] = work["waits"] * SYNC_CLOCKS / clock_hz * 1e3 * waves
         terms["latency"] = MEMORY_LATENCY_MS * waves
         terms["launch"] = LAUNCH_MS
-        ms = terms["launch"] + terms["latency"] + terms["sync"] + throughput / max(efficiency, 1e-9)
+        # wave quantization: the throughput time lost to a last wave that leaves SMs idle
+        terms["waves"] = throughput / max(efficiency, 1e-9) - throughput
+        ms = terms["launch"] + terms["latency"] + terms["sync"] + throughput + terms["waves"]
         if terms["sync"] + terms["latency"] > throughput:
             bound = "latency" if terms["latency"] >= terms["sync"] else "sync"
         return LaunchEstimate(k.name, ms, bound, terms, ctas, waves)

@@ -34,7 +34,12 @@ def test_an_estimate_is_term_by_term_and_says_it_is_uncalibrated() -> None:
     assert est.calibrated is False and any("uncalibrated" in x for x in est.notes)
     assert [x.kernel for x in est.launches] == ["centroid_norms", "assign"]
     assign = est.launches[1]
-    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "latency", "launch"}
+    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "latency", "launch",
+                                 "waves"}  # fmt: skip
+    # the time is the throughput bound plus every overhead term, wave quantization included
+    throughput = max(assign.terms[k] for k in ("dram", "l2", "shared", "tensor", "fp32", "issue"))
+    overheads = sum(assign.terms[k] for k in ("sync", "latency", "launch", "waves"))
+    assert assign.ms == pytest.approx(throughput + overheads)
     assert assign.bound == "tensor"  # 2*B*N*K*D flops at the dense bf16 rate outweigh reading x once
     flops = 2 * 32 * 65536 * 1024 * 128
     assert assign.terms["tensor"] == pytest.approx(flops / 761e12 * 1e3, rel=0.05)  # the measured H200 rate
