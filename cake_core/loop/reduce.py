@@ -334,8 +334,9 @@ class _Structural:
 
         _shrink_seq(launches, without_launches)
         prog = self.m.program
-        if prog is not None and len(prog.launches) == 1 and self.m.kernel(prog.launches[0].kernel) is not None:
-            self.attempt(n.Module((self.m.kernel(prog.launches[0].kernel),), None, path=self.m.path))  # type: ignore[arg-type]
+        only = self.m.kernel(prog.launches[0].kernel) if prog is not None and len(prog.launches) == 1 else None
+        if only is not None:  # the kernel is then the program
+            self.attempt(n.Module((only,), None, path=self.m.path))
 
     # 2. roles ----------------------------------------------------------------------------------------
 
@@ -413,8 +414,8 @@ class _Structural:
                 s = body[idx]
                 if (isinstance(s, n.Let) and isinstance(s.value, (n.Name, n.Num))
                         and _binders(self.m.kernels[path[0]].roles[path[1]].body, s.name) == 1):  # fmt: skip
-                    env = {s.name: s.value}
-                    if self.attempt(_set_body(self.m, path, body[:idx] + tuple(_forward(t, env) for t in body[idx + 1 :]))):
+                    rest = tuple(_forward(t, {s.name: s.value}) for t in body[idx + 1 :])
+                    if self.attempt(_set_body(self.m, path, body[:idx] + rest)):
                         continue
                 idx += 1
 

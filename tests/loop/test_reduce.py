@@ -30,10 +30,10 @@ SEMANTIC = ROOT / "tests" / "corpus_semantic"
 #: planted in the explicit Hopper schedule, as the protocol rules' tests plant them: (old, new, code)
 HOPPER_BUGS = {
     "tx-bytes": ("bytes=BN * D * 2 + BN * 4", "bytes=BN * D * 2", "CR112"),
-    "consumer-offset": ("mbarrier.wait cfull[s], parity=(g / S) % 2", "mbarrier.wait cfull[s], parity=(g / S + 1) % 2",
-                        "CR113"),
-    "producer-offset": ("mbarrier.wait cempty[s], parity=(g / S + 1) % 2", "mbarrier.wait cempty[s], parity=(g / S) % 2",
-                        "CR114"),
+    "consumer-offset": ("mbarrier.wait cfull[s], parity=(g / S) % 2",
+                        "mbarrier.wait cfull[s], parity=(g / S + 1) % 2", "CR113"),
+    "producer-offset": ("mbarrier.wait cempty[s], parity=(g / S + 1) % 2",
+                        "mbarrier.wait cempty[s], parity=(g / S) % 2", "CR114"),
 }  # fmt: skip
 
 
