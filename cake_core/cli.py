@@ -227,12 +227,11 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         text = parse_file(args.file)[1]
     except DiagnosticError:  # it was read but does not parse: it is reduced line by line
         text = Path(args.file).read_text()
-    still_fails = reproduces.verifier_reports(code, target, reg, baseline=text)
-    where = f"verifying {args.file} for `{target.name}`"
-    if not still_fails(text) and problem is not None:
-        still_fails = reproduces.gate_reports(code, problem, reg, target=target, baseline=text)
-        where += f" or running it in the interpreter with the oracle of `{problem.name}`"
-    if not still_fails(text):
+    still_fails = reproduces.predicate_for(text, code, target, reg, problem)
+    if still_fails is None:
+        where = f"verifying {args.file} for `{target.name}`"
+        if problem is not None:
+            where += f" or running it in the interpreter with the oracle of `{problem.name}`"
         raise reducing.NotReproduced(f"{code} does not fire: {where} does not report it")
     result = reducing.reduce(text, still_fails, deadline_s=args.deadline)
     if args.output:

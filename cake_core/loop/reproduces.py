@@ -1,7 +1,8 @@
 """Predicates for :func:`cake_core.loop.reduce.reduce`: whether a text still reproduces a finding.
 
 :func:`verifier_reports` asks "does verifying the text for a target (as ``cake verify`` does) still
-report this code?", :func:`gate_reports` "does the interpreter gate for a problem still report it?".
+report this code?", :func:`gate_reports` "does the interpreter gate for a problem still report it?";
+:func:`predicate_for` picks the one that holds of a text, as ``cake reduce`` does.
 Given the text being reduced as ``baseline``, each also asks that the finding be *the same one*: a
 diagnostic of the code whose label and message begin alike, numbers aside (``expects # bytes on
 `cfull[#]```, not another mistake the same rule names), and no error code the baseline lacks. Each
@@ -28,6 +29,22 @@ if TYPE_CHECKING:
     from cake_core.plugins import Registry
     from cake_core.problems.problem import Problem
     from cake_core.target import Target
+
+
+def predicate_for(
+    text: str, code: str, target: Target, registry: Registry, problem: Problem | None = None
+) -> Predicate | None:
+    """The predicate that keeps ``code`` as ``cake verify [--problem]`` finds it in ``text``: verifying
+    for ``target`` reports it, else (with ``problem``) the interpreter gate after clean static rules
+    does; None when neither does. ``text`` is the baseline of either (the same finding)."""
+    still = verifier_reports(code, target, registry, baseline=text)
+    if still(text):
+        return still
+    if problem is not None:
+        still = gate_reports(code, problem, registry, target=target, baseline=text)
+        if still(text):
+            return still
+    return None
 
 
 def verifier_reports(code: str, target: Target, registry: Registry, *, baseline: str | None = None) -> Predicate:

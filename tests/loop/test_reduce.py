@@ -17,7 +17,7 @@ from cake_core import cli, plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.reduce import NotReproduced, reduce, size
-from cake_core.loop.reproduces import gate_reports, verifier_reports
+from cake_core.loop.reproduces import gate_reports, predicate_for, verifier_reports
 from cake_core.verify.expectations import named_target
 from cake_core.verify.runner import check_registered, verify_source
 
@@ -95,6 +95,17 @@ def test_the_gate_predicate_shrinks_a_race_the_interpreter_finds(registry) -> No
     assert "store out[" in result.text  # a reproducer keeps writing the problem's outputs
     # with a target the static rules come first, as in `cake verify --problem`: they refuse this one
     assert not gate_reports("CS003", problem, registry, target=registry.get("targets", "h200"))(wrong)
+
+
+def test_the_predicate_for_a_code_is_the_verifier_s_else_the_gate_s(registry) -> None:
+    h200, problem = registry.get("targets", "h200"), registry.get("problems", "kmeans-assign")
+    wrong = (SEMANTIC / "naive_argmin_base" / "wrong.cake").read_text()  # clean statically, wrong in the gate
+    assert predicate_for(wrong, "CS009", h200, registry) is None
+    still = predicate_for(wrong, "CS009", h200, registry, problem)
+    assert still is not None and still(wrong)
+    assert not still(print_module(parse(wrong)).replace("launch assign(x, c, c_sq, out)\n", ""))  # no store
+    planted = SMALL.read_text()
+    assert predicate_for(planted, "CR110", h200, registry, problem)(planted)  # type: ignore[misc]
 
 
 def test_text_that_does_not_parse_is_reduced_line_by_line(registry) -> None:
