@@ -204,6 +204,44 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reduce(args: argparse.Namespace) -> int:
+    """Shrink a file while verifying it (or, with --problem, its interpreter gate) still reports a code."""
+    from pathlib import Path
+
+    from cake_core.diagnostics.diagnostic import DiagnosticError
+    from cake_core.ir.parser import parse_file
+    from cake_core.loop import reduce as reducing
+    from cake_core.loop import reproduces
+    from cake_core.paths import output_file, write_text
+
+    if args.output:
+        output_file(args.output)
+    if not args.deadline > 0:
+        raise CakeUserError(f"--deadline must be a positive number of seconds, not {args.deadline}")
+    reg = _registry()
+    target = reg.get("targets", args.target)
+    problem = reg.get("problems", args.problem) if args.problem is not None else None
+    code = args.code.strip().upper()
+    explanation_of(code)  # an unknown code is bad input
+    try:
+        text = parse_file(args.file)[1]
+    except DiagnosticError:  # it was read but does not parse: it is reduced line by line
+        text = Path(args.file).read_text()
+    still_fails = reproduces.predicate_for(text, code, target, reg, problem)
+    if still_fails is None:
+        where = f"verifying {args.file} for `{target.name}`"
+        if problem is not None:
+            where += f" or running it in the interpreter with the oracle of `{problem.name}`"
+        raise reducing.NotReproduced(f"{code} does not fire: {where} does not report it")
+    result = reducing.reduce(text, still_fails, deadline_s=args.deadline)
+    if args.output:
+        write_text(output_file(args.output), result.text)
+    else:
+        sys.stdout.write(result.text)
+    sys.stderr.write(f"{args.file}: {code}: {result.summary()}\n")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------
 # parser
 # ---------------------------------------------------------------------------------------------------
@@ -235,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     from cake_core.commands import add_commands
 
     add_commands(sub)
+
+    s = sub.add_parser("reduce", help="shrink a .cake file to a minimal one that still reports a diagnostic code")
+    s.add_argument("file", metavar="FILE.cake")
+    s.add_argument("--target", required=True, metavar="T", help="a target id (see `cake targets`)")
+    s.add_argument("--code", required=True, metavar="CODE", help="the diagnostic code to keep (see `cake explain`)")
+    s.add_argument("--problem", metavar="P", help="where verifying does not report CODE: the interpreter gate "
+                   "with the oracle of problem P must (as `cake verify --problem`)")  # fmt: skip
+    s.add_argument("-o", "--output", metavar="OUT", help="write the reduced file here (default: stdout)")
+    s.add_argument("--deadline", type=float, default=60.0, metavar="S", help="stop after S seconds (default: 60)")
+    s.set_defaults(handler=cmd_reduce)
 
     s = sub.add_parser("explain", help="print the documentation of a diagnostic code or verifier rule")
     s.add_argument("code", metavar="RULE_ID")
