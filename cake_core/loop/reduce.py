@@ -85,7 +85,7 @@ class Reduction:
 
     def summary(self) -> str:
         """One line: lines before and after, steps, and whether the deadline stopped it."""
-        stop = "stopped at the deadline" if self.hit_deadline else "no smaller text holds"
+        stop = "stopped at the deadline or the call limit" if self.hit_deadline else "no smaller text holds"
         return (f"{self.lines_before} -> {self.lines_after} lines, {self.chars_before} -> {self.chars_after} "
                 f"characters ({self.method}): {self.kept} step(s) kept of {self.tests} tested in "
                 f"{self.seconds:.2f}s, {stop}")  # fmt: skip
@@ -103,8 +103,8 @@ class _OutOfTime(Exception):
 class _Search:
     """The predicate behind a memo and the deadline, and the best text so far."""
 
-    def __init__(self, still_fails: Predicate, text: str, end: float) -> None:
-        self.still_fails, self.end = still_fails, end
+    def __init__(self, still_fails: Predicate, text: str, end: float, max_tests: int | None = None) -> None:
+        self.still_fails, self.end, self.max_tests = still_fails, end, max_tests
         self.memo: dict[str, bool] = {}
         self.tests = self.kept = self.errors = 0
         self.first_error: str | None = None
@@ -114,7 +114,7 @@ class _Search:
     def holds(self, text: str) -> bool:
         if text in self.memo:
             return self.memo[text]
-        if time.monotonic() >= self.end:
+        if time.monotonic() >= self.end or (self.max_tests is not None and self.tests >= self.max_tests):
             self.hit_deadline = True
             raise _OutOfTime
         self.tests += 1
@@ -137,15 +137,17 @@ class _Search:
         return True
 
 
-def reduce(text: str, still_fails: Predicate, *, deadline_s: float) -> Reduction:
-    """The smallest text found within ``deadline_s`` seconds on which ``still_fails`` holds.
+def reduce(text: str, still_fails: Predicate, *, deadline_s: float, max_tests: int | None = None) -> Reduction:
+    """The smallest text found within ``deadline_s`` seconds and ``max_tests`` calls of ``still_fails`` on
+    which it holds.
 
     ``still_fails`` must hold of ``text`` (else :class:`NotReproduced`); the answer always satisfies it,
     and is ``text`` itself when nothing smaller does. The deadline is checked before each call of the
-    predicate, so the reduction ends at most one call after it.
+    predicate, so the reduction ends at most one call after it. A limit on calls instead of time makes the
+    answer the same on every machine (for a deterministic predicate): ``cake run`` relies on it.
     """
     start = time.monotonic()
-    search = _Search(still_fails, text, start + deadline_s)
+    search = _Search(still_fails, text, start + deadline_s, max_tests)
     try:
         if not search.holds(text):
             raise NotReproduced("the predicate does not hold of the text to reduce")

@@ -16,7 +16,7 @@ Findings are a pure function of the ledger's records of the round, so a resumed 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cake_core.loop.benchmark import Measurement
@@ -27,13 +27,22 @@ MISRANK_FACTOR = 1.2
 #: diagnostic codes that say the vocabulary lacks something (not that the kernel is wrong)
 VOCABULARY_CODES = frozenset({"CK004"})
 
+#: ``reproduce(candidate, gate, code)``: the smallest ``.cake`` text on which that stage-2 gate still reports
+#: that code, and a note on how it was made (``run.py`` passes the reducer of :mod:`cake_core.loop.reduce`)
+Reproduce = Callable[[CandidateInfo, str, str], tuple[str, dict[str, Any]]]
+
+
+def unreduced(c: CandidateInfo, gate: str, code: str) -> tuple[str, dict[str, Any]]:
+    """The candidate itself, for a finding no reducer is asked to shrink."""
+    return c.source, {"reduced": False}
+
 
 def _measurement_evidence(m: Measurement) -> dict[str, Any]:
     return {"impl": m.impl, "status": m.status, "correct": m.correct, "median_ms": m.median_ms, "gpu": m.gpu,
             "error": m.error, "oracle": list(m.oracle)}  # fmt: skip
 
 
-def _static(rnd: int, c: CandidateInfo, o: FilterOutcome) -> list[Finding]:
+def _static(rnd: int, c: CandidateInfo, o: FilterOutcome, reproduce: Reproduce) -> list[Finding]:
     """What stage 2 found about one candidate: one finding per distinct error code, then compiler warnings."""
     out: list[Finding] = []
     if o.status == "rejected":
@@ -44,10 +53,11 @@ def _static(rnd: int, c: CandidateInfo, o: FilterOutcome) -> list[Finding]:
                 continue
             seen.add(d.code)
             vocab = d.code in VOCABULARY_CODES
+            text, how = reproduce(c, o.gate or "verify", d.code)
             out.append(Finding(
                 "vocabulary" if vocab else "candidate", "inexpressible" if vocab else f"rejected-{o.gate}",
                 f"{d.code} {d.slug}: {d.message}", rnd, c.id, str(d.primary),
-                {"gate": o.gate, "code": d.code, "slug": d.slug, "plugin": d.plugin}, c.source,
+                {"gate": o.gate, "code": d.code, "slug": d.slug, "plugin": d.plugin, "reproducer": how}, text,
             ))  # fmt: skip
         if not seen:  # refused without a diagnostic: the interpreter could not run it, a lowering gap, NVRTC
             dest, kind = {"lower": ("vocabulary", "not-lowered"), "compile": ("verifier", "compile-escape")}.get(
@@ -112,13 +122,15 @@ def _misranked(rnd: int, cands: Sequence[CandidateInfo], outcomes: Mapping[int, 
 
 
 def route_round(rnd: int, cands: Sequence[CandidateInfo], outcomes: Mapping[int, FilterOutcome | None],
-                dispatches: Mapping[int, Measurement]) -> list[Finding]:  # fmt: skip
-    """Every finding of the round, in candidate order (stage 2, then stage 3), then the cost model's."""
+                dispatches: Mapping[int, Measurement], reproduce: Reproduce = unreduced) -> list[Finding]:  # fmt: skip
+    """Every finding of the round, in candidate order (stage 2, then stage 3), then the cost model's. A
+    stage-2 finding's reproducer comes from ``reproduce``; the others' is the candidate (a GPU finding cannot
+    be reduced without a GPU to judge each step)."""
     out: list[Finding] = []
     for c in cands:
         o = outcomes.get(c.id)
         if o is not None:
-            out += _static(rnd, c, o)
+            out += _static(rnd, c, o, reproduce)
         if c.id in dispatches:
             out += _measured(rnd, c, o, dispatches[c.id])
     return out + _misranked(rnd, cands, outcomes, dispatches)

@@ -45,6 +45,9 @@ from cake_core.paths import make_dir
 
 #: how many of a round's compiled candidates stage 3 takes when no budget says otherwise
 DEFAULT_BENCHMARK_TOP = 8
+#: how many calls of the refusing gate a finding's reproducer may cost (verifier: ~10 ms each; interpreter
+#: gate: ~0.1 s), and a deadline that only guards against a pathological predicate
+REDUCE_VERIFY_CALLS, REDUCE_GATE_CALLS, REDUCE_DEADLINE_S = 120, 24, 120.0
 
 
 @attrs.frozen
@@ -355,7 +358,7 @@ class Loop:
         outcomes = {c.id: self.outcome(c.id) for c in cands}
         dispatches = {r["candidate"]: self.measurement(r) for r in self.ledger.rows(
             "SELECT * FROM dispatches WHERE candidate IN (SELECT id FROM candidates WHERE round = ?)", (rnd,))}  # fmt: skip
-        findings = route_round(rnd, cands, outcomes, dispatches)
+        findings = route_round(rnd, cands, outcomes, dispatches, self.reproduce)
         with self.ledger.transaction() as db:
             for f in findings:
                 db.execute("INSERT INTO findings (round, candidate, destination, kind, message, location, evidence, "
@@ -365,6 +368,26 @@ class Loop:
             db.execute("UPDATE rounds SET routed = 1 WHERE round = ?", (rnd,))
         for f in findings:
             self.hook.cake_finding_routed(run=self.info, finding=f, resumed=False)
+
+    def reproduce(self, c: CandidateInfo, gate: str, code: str) -> tuple[str, dict[str, Any]]:
+        """The candidate reduced while the stage-2 gate that refused it still reports ``code``: within a number
+        of the gate's calls, not a time, so that every machine (and a resumed run) reduces it alike."""
+        from cake_core.loop.reduce import NotReproduced, reduce
+        from cake_core.loop.reproduces import gate_reports, verifier_reports
+
+        if gate == "verify":
+            still, calls = verifier_reports(code, self.tgt, self.reg, baseline=c.source), REDUCE_VERIFY_CALLS
+        elif gate == "interp":
+            still = gate_reports(code, self.problem, self.reg, target=self.tgt, baseline=c.source)
+            calls = REDUCE_GATE_CALLS
+        else:
+            return c.source, {"reduced": False}
+        try:
+            r = reduce(c.source, still, deadline_s=REDUCE_DEADLINE_S, max_tests=calls)
+        except NotReproduced as exc:  # e.g. a syntax error the canonical print loses
+            return c.source, {"reduced": False, "why": str(exc)}
+        return r.text, {"reduced": r.lines_after < r.lines_before, "method": r.method,
+                        "lines": [r.lines_before, r.lines_after], "calls": r.tests}  # fmt: skip
 
     def findings(self, where: str = "1", params: Sequence[Any] = ()) -> list[Finding]:
         return [Finding(r["destination"], r["kind"], r["message"], r["round"], r["candidate"], r["location"],

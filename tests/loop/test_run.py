@@ -93,7 +93,16 @@ def test_a_rejected_candidate_is_routed_with_its_first_diagnostic(tmp_path: Path
     assert {(r["destination"], r["kind"]) for r in found} == {("candidate", "rejected-verify")}
     assert {json.loads(r["evidence"])["code"] for r in found} == {"CR101", "CR102"}  # one finding per code
     assert all(r["location"].startswith(str(SCHEDULES / "hopper.cake") + ":") for r in found)
-    assert all(r["reproducer"] for r in found)
+    # each reproducer: hopper.cake reduced while verifying for a100 still reports the same code
+    from cake_core import plugins
+    from cake_core.verify.runner import verify_source
+
+    reg = plugins.registry()
+    for r in found:
+        code, how = json.loads(r["evidence"])["code"], json.loads(r["evidence"])["reproducer"]
+        assert how["reduced"] and how["lines"][1] < how["lines"][0]
+        report = verify_source(r["reproducer"], "r.cake", reg.get("targets", "a100"), reg)
+        assert code in {d.code for d in report.diagnostics if d.is_error}
     n = db.execute("SELECT COUNT(*) FROM findings").fetchone()[0]
     assert record["summary"]["stages"]["route"] == f"{n} to the candidate"
     assert record["summary"]["stages"]["filter"] == "2 of 4 pass every gate and compile for a100; rejected 2 by the verify gate"

@@ -106,7 +106,10 @@ def test_hook_cake_finding_routed(events) -> None:
     findings = [f for f, _ in events["routed"]]
     rejected = [f for f in findings if f.kind == "rejected-interp"]
     assert len(rejected) == 1 and rejected[0].destination == "candidate"
-    assert rejected[0].message.startswith("CS009 ") and rejected[0].reproducer == WRONG.read_text()
+    assert rejected[0].message.startswith("CS009 ")
+    # its reproducer: the candidate reduced while the interpreter gate still reports CS009
+    how = rejected[0].evidence["reproducer"]
+    assert how["reduced"] and how["lines"][1] < how["lines"][0] and rejected[0].reproducer != WRONG.read_text()
     assert {f.destination for f in findings} <= {"candidate", "verifier", "cost-model", "vocabulary"}
 
 
