@@ -84,7 +84,7 @@ def test_resume_keeps_what_was_measured(steps, tmp_path: Path, capsys) -> None:
                 "gpu": "NVIDIA H200", "target": "h200", "date": "2026-12-01T00:00:00Z", "commit": "abc",
                 "impl": "cake:naive", "run": 0, "median_ms": 12.5, "samples": [12.5], "correct": True,
                 "status": "ok", "error": None, "oracle": ["before timing: ok"], "sass": None, "resources": None,
-                "hash": "h", "tflops": 44.0}  # fmt: skip
+                "hash": "h", "tflops": 44.0, "floor_ms": None, "differing": None}  # fmt: skip
     naive.update(status="measured", bench=measured, compile=None)
     path.write_text(json.dumps(record))
     for counter in steps.values():
