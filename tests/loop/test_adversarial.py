@@ -1,0 +1,226 @@
+"""Adversarial evaluation (issue 12, item 7): candidates that cheat, and the defences that keep each out of
+the ranking.
+
+``tests/adversarial/*.cake`` holds one kmeans-assign candidate per cheat, each the smallest edit of a
+committed schedule, its header saying what it does wrong and what catches it. Here:
+
+* without a GPU: each file is that small edit; stage 2 (``cake verify --problem``) catches the ones it
+  can, with the diagnostic named in :data:`STAGE_TWO`, and two pass every stage-2 gate (they must be
+  caught on the GPU); stage 3's defences work through the real worker machinery on a scripted fake GPU
+  (``adversarial_gpu.ScriptedGpu``): a run that differs from the run before on the same inputs is
+  ``nondeterministic``, a median below the floor ``quarantined``, a hang a ``timeout`` after which the
+  runner serves the next candidate; NaN and Inf are named, differing elements counted;
+* on an H200 (``gpu``-marked, skipped cleanly without one): every adversarial file measured with
+  :func:`~cake_core.loop.benchmark.bench_candidate` at the default cell ends failed or quarantined, and
+  the honest Hopper schedule ends ``ok`` above the floor, also right after the endless one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cake_core
+from cake_core import cli, pipeline, plugins
+from cake_core.cost.floor import floor_ms
+from cake_core.loop.benchmark import STATUSES, bench_candidate, differing_elements, nonfinite_text
+from cake_core.runtime.device import requires_gpu
+from cake_core.runtime.plan import Plan, TensorSpec, Timing
+
+HERE = Path(__file__).resolve().parent
+ADVERSARIAL = HERE.parent / "adversarial"
+SCHEDULES = Path(cake_core.__file__).resolve().parent / "problems" / "kmeans_assign" / "schedules"
+TARGET = "h200"
+
+#: the first error stage 2 reports for each file (``None``: it passes every stage-2 gate)
+STAGE_TWO = {
+    "oob_write": "CR108",  # static rules: an out-of-bounds store
+    "endless": "CR122",  # static rules (protocol replay): a pipe stage taken and never released
+    "unwritten_output": "CS009",  # interpreter gate: the oracle rejects `out`
+    "stale_scratch": "CS002",  # interpreter gate: `c_sq` read, never written
+    "zeros_only": "CS009",
+    "nan_scores": "CS009",
+    "uninit_smem": "CR127",  # static rules: a read of shared memory nothing writes
+    "small_shapes_only": None,  # right at the gate's sizes (K <= 257), wrong at K = 1024
+    "beats_floor": None,  # right at the gate's sizes (B <= 2), skips 30 of 32 batches at the default cell
+}
+#: what stage 3 on an H200 may record for each file at the default cell
+ON_THE_GPU = {
+    "oob_write": {"fault", "wrong"},
+    "endless": {"timeout"},
+    "unwritten_output": {"wrong"},
+    "stale_scratch": {"wrong"},
+    "zeros_only": {"wrong"},
+    "nan_scores": {"wrong"},
+    "uninit_smem": {"nondeterministic", "wrong"},
+    "small_shapes_only": {"wrong", "quarantined"},
+    "beats_floor": {"quarantined"},
+}
+FILES = sorted(STAGE_TWO)
+
+
+def test_every_file_is_here_and_every_status_is_known() -> None:
+    assert sorted(p.stem for p in ADVERSARIAL.glob("*.cake")) == FILES == sorted(ON_THE_GPU)
+    assert set().union(*ON_THE_GPU.values()) <= set(STATUSES) - {"ok"}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_each_file_is_a_small_edit_of_a_committed_schedule(name: str) -> None:
+    text = (ADVERSARIAL / f"{name}.cake").read_text()
+    base = re.search(r"derived from (\w+)\.cake", text)
+    assert base and "Caught by:" in text, "the header says what the file derives from and what catches it"
+    code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    original = (SCHEDULES / f"{base[1]}.cake").read_text().splitlines()
+    assert {line for line in original if line.lstrip().startswith("#")} <= set(text.splitlines())  # comments kept
+    original_code = [line for line in original if not line.lstrip().startswith("#")]
+    changed = [d for d in difflib.unified_diff(original_code, code, lineterm="", n=0)
+               if d[:1] in "+-" and not d.startswith(("+++", "---"))]  # fmt: skip
+    assert 1 <= len(changed) <= 4, changed  # one or two lines edited, added or removed
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # nan_scores makes NaN on purpose
+@pytest.mark.parametrize("name", FILES)
+def test_stage_two_catches_what_it_can(name: str, capsys) -> None:
+    rc = cli.main(["verify", str(ADVERSARIAL / f"{name}.cake"), "--target", TARGET, "--problem", "kmeans-assign",
+                   "--json"])  # fmt: skip
+    errors = [d for d in json.loads(capsys.readouterr().out) if d["severity"] == "error"]
+    if STAGE_TWO[name] is None:
+        # passes every stage-2 gate: only stage 3 on a GPU can catch it (test_adversarial_candidate_on_the_gpu)
+        assert (rc, errors) == (0, [])
+    else:
+        assert rc == 1 and errors[0]["code"] == STAGE_TWO[name], errors[:1]
+
+
+# -------------------------------------------------------------------------------- the defences, without a GPU
+
+SMALL = {"B": 2, "N": 1000, "K": 100, "D": 128}
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """``(runner, say)``: a runner whose worker is ``adversarial_gpu.ScriptedGpu``; ``say(word)`` sets how
+    it behaves from the next run on."""
+    from cake_core.runtime.worker import GpuRunner
+
+    script = tmp_path / "script"
+    monkeypatch.syspath_prepend(str(HERE))  # the spawned worker imports the backend from here
+    from adversarial_gpu import SCRIPT_ENV
+
+    monkeypatch.setenv(SCRIPT_ENV, str(script))
+    runner = GpuRunner(backend="adversarial_gpu:ScriptedGpu", check_driver=False, start_timeout_s=60)
+    yield runner, script.write_text
+    runner.close()
+
+
+def _hopper() -> pipeline.Candidate:
+    return pipeline.Candidate(pipeline.load(SCHEDULES / "hopper.cake"), plugins.registry().get("targets", TARGET))
+
+
+def _bench(runner, **kw):
+    reg = plugins.registry()
+    problem = reg.get("problems", "kmeans-assign")
+    floor = floor_ms(problem, SMALL, "bf16", reg.get("targets", TARGET))
+    return bench_candidate(_hopper(), problem, SMALL, "bf16", runner, impl="cake:hopper", commit="test",
+                           timing=Timing(warmup=1, reps=3), floor_ms=floor, **kw)  # fmt: skip
+
+
+def test_an_honest_run_is_ok_and_records_the_floor(scripted) -> None:
+    runner, say = scripted
+    say("honest")
+    m = _bench(runner)
+    assert (m.status, m.correct, m.differing, m.median_ms) == ("ok", True, 0, 1.0), m.error
+    assert 0 < m.floor_ms < 1.0 and len(m.oracle) == 2
+
+
+def test_two_runs_that_differ_on_the_same_inputs_are_nondeterministic(scripted) -> None:
+    runner, say = scripted
+    say("flaky")
+    m = _bench(runner)
+    assert (m.status, m.correct, m.differing, m.median_ms) == ("nondeterministic", False, 1, None)
+    assert m.error == "two runs on the same inputs differ bit for bit: 1 of 2000 elements of `out`"
+
+
+def test_a_median_below_the_floor_is_quarantined_though_the_answer_is_right(scripted) -> None:
+    runner, say = scripted
+    say("fast")
+    m = _bench(runner)
+    assert (m.status, m.correct, m.median_ms) == ("quarantined", False, 1e-6)
+    assert m.error.startswith("quarantined: beats the floor: measured 1e-06 ms, the least this cell can take on h200")
+    assert m.oracle[-1].startswith("after timing: passed")  # the evidence is kept; the verdict is the floor's
+
+
+def test_a_hang_is_a_timeout_and_the_runner_serves_the_next_candidate(scripted) -> None:
+    runner, say = scripted
+    say("hang")
+    m = _bench(runner, timeout_s=5)
+    assert (m.status, m.correct) == ("timeout", False) and "no result within 5 s" in m.error
+    say("honest")
+    after = _bench(runner)
+    assert (after.status, after.correct) == ("ok", True)
+    assert runner.workers_started == 2  # the hung worker was killed and replaced, once
+
+
+def test_nan_and_inf_are_named_scratch_marked() -> None:
+    plan = Plan("p", {}, [TensorSpec("y", "f32", (4,), "output"), TensorSpec("s", "bf16", (2,), "scratch"),
+                          TensorSpec("i", "i32", (2,), "output")], [])  # fmt: skip
+    y = np.array([1.0, np.nan, np.inf, -np.inf], dtype=np.float32)
+    s = np.array([0x7FC0, 0x3F80], dtype=np.uint16)  # bf16 NaN, 1.0
+    assert nonfinite_text(plan, {"y": y, "s": s, "i": np.array([-1, 2], dtype=np.int32)}) == (
+        "`y` holds 1 NaN and 2 Inf of 4 elements; scratch `s` holds 1 NaN and 0 Inf of 2 elements")
+    assert nonfinite_text(plan, {"y": np.zeros(4, dtype=np.float32)}) is None
+
+
+def test_differences_are_counted_bit_for_bit() -> None:
+    nan = np.array([np.nan, 0.0, -0.0], dtype=np.float32)
+    assert differing_elements({"y": nan}, {"y": nan.copy()}) == {"y": 0}  # NaN equals itself bit for bit
+    assert differing_elements({"y": nan}, {"y": np.array([np.nan, -0.0, -0.0], dtype=np.float32)}) == {"y": 1}
+    assert differing_elements({"y": nan}, {}) == {"y": 3}
+
+
+# -------------------------------------------------------------------------------- on an H200
+
+DEFAULT = {"B": 32, "N": 65536, "K": 1024, "D": 128}
+
+
+@pytest.fixture(scope="module")
+def on_h200(gpu_runner):
+    info = gpu_runner.device_info()
+    if "H200" not in info.name and "H100" not in info.name:
+        pytest.skip(f"these candidates are compiled for {TARGET}; this GPU is {info.name}")
+    return gpu_runner
+
+
+def _measure_file(path: Path, runner, **kw):
+    reg = plugins.registry()
+    problem = reg.get("problems", "kmeans-assign")
+    target = reg.get("targets", TARGET)
+    cand = pipeline.Candidate(pipeline.load(path), target)
+    return bench_candidate(cand, problem, DEFAULT, "bf16", runner, impl=f"cake:{path.stem}",
+                           timing=Timing(warmup=2, reps=10), floor_ms=floor_ms(problem, DEFAULT, "bf16", target),
+                           **kw)  # fmt: skip
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", FILES)
+def test_adversarial_candidate_on_the_gpu(name: str, on_h200, record) -> None:
+    m = _measure_file(ADVERSARIAL / f"{name}.cake", on_h200, timeout_s=20)
+    record("adversarial", m)
+    print(f"{name}: {m.status}: {m.error}")
+    assert not m.correct and m.status in ON_THE_GPU[name], (m.status, m.error, m.oracle)
+    if name == "nan_scores":
+        assert "scratch `c_sq` holds 0 NaN and 32768 Inf" in m.error
+
+
+@requires_gpu
+def test_the_honest_kernel_is_ok_above_the_floor_after_an_endless_one(on_h200, record) -> None:
+    hang = _measure_file(ADVERSARIAL / "endless.cake", on_h200, timeout_s=10)
+    assert hang.status == "timeout"
+    m = _measure_file(SCHEDULES / "hopper.cake", on_h200, timeout_s=120)
+    record("adversarial", m)
+    assert (m.status, m.correct, m.differing) == ("ok", True, 0), (m.status, m.error)
+    assert m.median_ms > m.floor_ms
