@@ -189,9 +189,12 @@ DEFAULT = {"B": 32, "N": 65536, "K": 1024, "D": 128}
 
 @pytest.fixture(scope="module")
 def on_h200(gpu_runner):
-    info = gpu_runner.device_info()
-    if "H200" not in info.name and "H100" not in info.name:
-        pytest.skip(f"these candidates are compiled for {TARGET}; this GPU is {info.name}")
+    """The session's runner, where a cubin compiled for the h200 target runs on its GPU."""
+    from cake_core.runtime.device import arch_runs_on
+
+    arch = plugins.registry().get("targets", TARGET).nvrtc_arch
+    if not arch_runs_on(arch, gpu_runner.device_info().compute_capability):
+        pytest.skip(f"these candidates are compiled for {TARGET} ({arch}); this GPU cannot run them")
     return gpu_runner
 
 
