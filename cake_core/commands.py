@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -257,7 +258,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 1
     tgt = cand.target
     stem = Path(args.file).stem
-    exported = export_program(cand.check(), tgt, _specs(cand, args.shape), stem)
+    exported = export_program([cand.build(s) for s in _specs(cand, args.shape)], stem)
     cu, h = write_export(exported, out_dir, stem)
     arch = tgt.nvrtc_arch.removeprefix("sm_")
     print(f"wrote {cu} and {h}: {len(exported.functions)} launcher(s): {', '.join(exported.functions)}")
@@ -269,28 +270,54 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from cake_core.loop.run import run
+    from cake_core.loop.records import Budgets
+    from cake_core.loop.run import RunOptions, run
 
+    if args.resume and not args.out:
+        raise CakeUserError("--resume needs --out: the run directory to resume")
     out = output_dir(args.out) if args.out else Path("runs") / (
         f"{args.problem}-{args.target}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     )
-    record = run(args.problem, args.target, budget=args.budget, agent=args.agent, out=out, resume=args.resume)
+    budgets = Budgets(args.budget, args.gpu_benchmarks, args.gpu_seconds, args.wall_seconds, args.agent_tokens,
+                      args.benchmark_top)  # fmt: skip
+    opts = RunOptions(args.problem, args.target, out, args.seed, args.agent, tuple(Path(p) for p in args.sources),
+                      budgets, args.resume, args.bench_rejected, args.gpu_timeout, args.workers,
+                      tuple(sys.argv[1:]))  # fmt: skip
+    summary = run(opts)
+    _print_run(out, summary)
+    return 0 if summary.best is not None else 1
+
+
+def _print_run(out: Path, summary) -> None:  # type: ignore[no-untyped-def]
+    """The run's end as a kernel engineer reads it: every candidate in a table, the stages, the best kernel
+    against the baseline, and each rejected candidate's first diagnostic in one line."""
+    record = json.loads((out / "run.json").read_text())
     rows = []
-    for e in record.candidates:
-        regs = max((k.registers or 0 for k in e.compile.kernels.values()), default=0) if e.compile else 0
-        smem = max(e.compile.smem_bytes.values(), default=0) if e.compile else 0
-        ms = e.bench.median_ms if e.bench else None
-        tf = e.bench.tflops if e.bench else None
-        pred = f"{e.estimate.ms:.3f} ({e.estimate.bound})" if e.estimate else "-"
-        rows.append((e.name, e.status, regs, f"{smem / 1024:.1f}", pred, "-" if ms is None else f"{ms:.3f}",
-                     "-" if tf is None else f"{tf:.1f}", len(e.findings)))  # fmt: skip
-    rows.sort(key=lambda r: (r[5] == "-", float(r[5]) if r[5] != "-" else 0.0,
-                             r[4] == "-", float(r[4].split()[0]) if r[4] != "-" else 0.0))  # fmt: skip
+    for c in record["candidates"]:
+        pred, ms = c["predicted_ms"], c["measured_ms"]
+        rows.append((c["name"], c["origin"], c["status"], "-" if pred is None else f"{pred:.3f}",
+                     "-" if ms is None else f"{ms:.3f}"))  # fmt: skip
     print()
-    print_table(None, ["candidate", "status", ">regs", ">smem KiB", ">predicted ms", ">ms", ">TFLOP/s", ">findings"],
-                rows)  # fmt: skip
-    print(f"\nrecord: {out / 'run.json'}")
-    return 0 if any(e.status in ("compiled", "measured") for e in record.candidates) else 1
+    print_table(None, ["candidate", "origin", "status", ">predicted ms", ">measured ms"], rows)
+    for name, text in summary.stages.items():
+        print(f"{name}: {text}")
+    rejected = [c for c in record["candidates"] if c["status"] == "rejected"]
+    if rejected:
+        print("\nrejected:")
+        for c in rejected:
+            print(f"  {c['name']}: {c['reason']}")
+    print()
+    if summary.best is None:
+        print("no candidate passed stage 2: there is no best kernel")
+    elif summary.measured:
+        base = (f"; baseline {summary.baseline} {summary.baseline_ms:.4f} ms: {summary.speedup:.2f}x"
+                if summary.baseline_ms else "; no baseline was measured")  # fmt: skip
+        print(f"best: {summary.best} {summary.best_ms:.4f} ms (measured){base}")
+    else:
+        print(f"best: {summary.best} {summary.best_predicted_ms:.4f} ms predicted; nothing was benchmarked "
+              "(no GPU of the target's architecture), so this ranking is the cost model's alone")  # fmt: skip
+    print(f"run directory: {out} (ledger.sqlite, run.json" + (", best.cake, best.cu, best.h" if summary.best else "")
+          + ")")
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -365,11 +392,23 @@ def add_commands(sub) -> None:
     s = sub.add_parser("run", help="the four stages over a problem's candidates (GPU stages only with a GPU)")
     s.add_argument("problem")
     s.add_argument("--target", required=True)
-    s.add_argument("--budget", type=int, help="at most this many candidates")
-    s.add_argument("--agent", help="agent plugin that proposes candidates (none is registered yet)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--from", dest="sources", nargs="+", default=[], metavar="FILE.cake",
+                   help="start from these schedules instead of the problem's committed ones")
+    s.add_argument("--agent", help="agent plugin that proposes candidates round after round")
+    s.add_argument("--seed", type=int, default=0, help="seeds the agent and the benchmark inputs")
+    s.add_argument("--budget", type=int, metavar="N", help="at most N candidates")
+    s.add_argument("--gpu-benchmarks", type=int, metavar="N", help="at most N stage-3 dispatches of candidates")
+    s.add_argument("--gpu-seconds", type=float, metavar="S", help="at most S seconds of stage-3 dispatches")
+    s.add_argument("--wall-seconds", type=float, metavar="S", help="stop starting new work after S seconds")
+    s.add_argument("--agent-tokens", type=int, metavar="N", help="at most N tokens spent by the agent")
+    s.add_argument("--benchmark-top", type=int, metavar="K", help="benchmark the K best-predicted candidates "
+                   "of each round (default 8)")
+    s.add_argument("--bench-rejected", action="store_true", help="also benchmark candidates a verifier rule or "
+                   "the interpreter gate refused (their rejection stays recorded)")
+    s.add_argument("--gpu-timeout", type=float, default=120.0, metavar="S", help="per-dispatch timeout")
+    s.add_argument("--workers", type=int, metavar="N", help="stage-2 processes (default: the CPUs available)")
     s.add_argument("--out", help="run directory (default: runs/PROBLEM-TARGET-TIME)")
-    s.add_argument("--resume", action="store_true", help="keep candidates already measured in --out")
+    s.add_argument("--resume", action="store_true", help="continue the run in --out, redoing nothing recorded")
     s.set_defaults(handler=cmd_run)
 
     s = sub.add_parser("export", help="write a standalone .cu with host launchers and a C header")

@@ -211,14 +211,4 @@ def _loop_rules(c: cattrs.Converter) -> None:
             "detail": o.detail, "warnings": list(o.warnings),
         }  # fmt: skip
 
-    finding, entry = _record("cake_core.loop.run.Finding"), _record("cake_core.loop.run.Entry")
     c.register_unstructure_hook_factory(_record("cake_core.mutate.pipeline.Outcome"), outcome)
-    c.register_unstructure_hook_factory(
-        finding, lambda cls: make_dict_unstructure_fn(attrs.resolve_types(cls), c, _cattrs_omit_if_default=True)
-    )
-    c.register_unstructure_hook_factory(
-        entry, lambda cls: make_dict_unstructure_fn(attrs.resolve_types(cls), c, candidate=override(omit=True))
-    )
-    c.register_structure_hook_factory(
-        entry, lambda cls: make_dict_structure_fn(attrs.resolve_types(cls), c, candidate=override(omit=True))
-    )

@@ -27,6 +27,11 @@ class UnknownNameError(CakeUserError):
         super().__init__(f"unknown {category} `{name}` (known: {choices})")
 
 
+class NotLoweredError(CakeUserError):
+    """A well-typed operation the lowering cannot emit for a target or operand placement yet: a gap in the
+    vocabulary's lowering, not a mistake in the kernel (``cake run`` routes it to the IR vocabulary)."""
+
+
 class PluginConflictError(CakeUserError):
     """Two plugins registered the same name in one category."""
 

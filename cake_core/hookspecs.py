@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from cake_core.ir.layouts import TileLayout
     from cake_core.ir.primitive import Primitive, Tier
     from cake_core.loop.agent import Agent
+    from cake_core.loop.benchmark import Measurement
+    from cake_core.loop.records import CandidateInfo, FilterOutcome, Finding, RunInfo, RunSummary
     from cake_core.loop.tactic import Tactic
     from cake_core.problems.problem import Problem
     from cake_core.target import Target, TargetFeature
@@ -139,3 +141,41 @@ def cake_register_problems(register: Callable[[Problem], None]) -> None:
     :param register: call with one :class:`cake_core.problems.problem.Problem` per problem; its
         ``name`` is what users pass to ``cake run`` and ``--problem``.
     """
+
+
+# ---------------------------------------------------------------------------------------------------
+# Observing a run (pytest-style lifecycle hooks; *provisional*). Unlike the hooks above, these are called
+# while ``cake run`` works, once per event, with the typed records of cake_core.loop.records. A record taken
+# from the ledger of a resumed run is announced again with ``resumed=True``, so an observer sees the whole run.
+# An observer must not raise: the run reports a raising observer as a user error naming its plugin.
+# ---------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def cake_run_started(run: RunInfo, resumed: bool) -> None:
+    """A run starts (or a resumed run starts again)."""
+
+
+@hookspec
+def cake_candidate_generated(run: RunInfo, candidate: CandidateInfo, resumed: bool) -> None:
+    """Stage 1 recorded a new, structurally distinct candidate."""
+
+
+@hookspec
+def cake_candidate_filtered(run: RunInfo, candidate: CandidateInfo, outcome: FilterOutcome, resumed: bool) -> None:
+    """Stage 2 decided on a candidate: rejected (with the gate and reason) or compiled (with its estimate)."""
+
+
+@hookspec
+def cake_measured(run: RunInfo, candidate: CandidateInfo | None, measurement: Measurement, resumed: bool) -> None:
+    """Stage 3 recorded a dispatch: a candidate's (``candidate`` given) or the problem's baseline's."""
+
+
+@hookspec
+def cake_finding_routed(run: RunInfo, finding: Finding, resumed: bool) -> None:
+    """Stage 4 routed a finding to the candidate, the verifier, the cost model or the IR vocabulary."""
+
+
+@hookspec
+def cake_run_finished(run: RunInfo, summary: RunSummary) -> None:
+    """The run ended: its best kernel, the baseline and the counts (also after a budget stopped it)."""

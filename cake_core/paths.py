@@ -42,9 +42,12 @@ def output_dir(path: str | Path) -> Path:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``; an operating-system refusal is the user's error, in one line."""
+    """Write ``text`` to ``path`` whole or not at all (a killed process leaves the old file, never half a new
+    one); an operating-system refusal is the user's error, in one line."""
+    tmp = path.with_name(path.name + ".tmp")
     try:
-        path.write_text(text)
+        tmp.write_text(text)
+        tmp.replace(path)
     except OSError as exc:
         raise CakeUserError(f"cannot write {path}: {exc.strerror or exc}") from None
 

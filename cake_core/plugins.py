@@ -86,6 +86,10 @@ CATEGORIES: tuple[Category, ...] = (
 #: hook name -> its category
 BY_HOOK: dict[str, Category] = {c.hook: c for c in CATEGORIES}
 _BY_NAME: dict[str, Category] = {c.name: c for c in CATEGORIES}
+#: the hooks that observe a run (``cake_run_started`` ...): called with records, not a ``register`` callback
+OBSERVER_HOOKS: frozenset[str] = frozenset(
+    n for n in dir(hookspecs) if n.startswith("cake_") and not n.startswith("cake_register_")
+)
 
 
 @attrs.frozen
@@ -226,7 +230,8 @@ def _describe(info: PluginInfo) -> str:
 def _check_hook_names(plugin: object, info: PluginInfo, pm: pluggy.PluginManager) -> None:
     """Reject hook implementations Cake would never call: an unknown ``cake_*`` hook name, or a
     ``cake_register_*`` function without ``@hookimpl`` (pluggy would skip it silently)."""
-    known = sorted(BY_HOOK)
+    hooks = set(BY_HOOK) | OBSERVER_HOOKS
+    known = sorted(hooks)
     for attr in dir(plugin):
         if not attr.startswith("cake_"):
             continue
@@ -234,11 +239,11 @@ def _check_hook_names(plugin: object, info: PluginInfo, pm: pluggy.PluginManager
         if not inspect.isroutine(fn):
             continue
         marked = pm.parse_hookimpl_opts(plugin, attr) is not None
-        if attr not in BY_HOOK and (marked or attr.startswith("cake_register_")):
+        if attr not in hooks and (marked or attr.startswith("cake_register_")):
             close = difflib.get_close_matches(attr, known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else f" (hooks: {', '.join(known)})"
             raise CakeUserError(f"{_describe(info)} implements `{attr}`, a hook Cake does not define{hint}")
-        if attr in BY_HOOK and not marked:
+        if attr in hooks and not marked:
             raise CakeUserError(
                 f"{_describe(info)} defines `{attr}` without `@hookimpl` "
                 f"(from cake_core.hookspecs), so Cake would never call it"

@@ -15,7 +15,7 @@ from cake_core.convert import structure, unstructure
 from cake_core.diagnostics.diagnostic import Diagnostic, Label, Severity
 from cake_core.location import Loc
 from cake_core.loop.benchmark import Measurement
-from cake_core.loop.run import CompileSummary, Entry, Finding, KernelResources, RunRecord
+from cake_core.loop.records import CompileSummary, EstimateSummary, FilterOutcome, Finding, KernelResources
 from cake_core.runtime.worker import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,23 +55,18 @@ def test_every_verifier_diagnostic_of_the_corpus_reads_back() -> None:
     assert seen > 10
 
 
-def test_a_run_record_reads_back_without_its_pipeline_products() -> None:
+def test_the_loop_records_read_back_as_the_ledger_stores_them() -> None:
     measurement = Measurement("kmeans-assign", {"B": 1}, "bf16", "GPU", "h200", "today", "abc", "cake:x", 0, 1.5,
                               [1.5], True, sass={"claims": ["HMMA"]}, resources={"k": {"registers": 40}})  # fmt: skip
-    entry = Entry(
-        "x", "x.cake", "h", [DIAGNOSTIC], CompileSummary("sm_90a", "hit", {"k": KernelResources(40, 0, 0)}, {"k": 0}),
-        measurement, [Finding("candidate", "CR102 too big", "x.cake:3:5"), Finding("verifier", "wrong")], "measured",
-        candidate=object(),  # type: ignore[arg-type]
+    outcome = FilterOutcome(
+        "compiled", None, None, [DIAGNOSTIC], [], 0.1,
+        CompileSummary("sm_90a", {"k": KernelResources(40, 0, 0)}, {"k": 0}, ["spill: 8 bytes"]),
+        EstimateSummary("roofline 0.1", False, 0.5, "dram", {"dram": 0.5}), 1.0,
     )  # fmt: skip
-    record = RunRecord("kmeans-assign", "h200", "t0", {"shape": {"B": 1}, "dtype": "bf16"}, "seed", {"filter": "ok"},
-                       [entry])  # fmt: skip
-    data = json.loads(json.dumps(unstructure(record)))
-    assert "candidate" not in data["candidates"][0]
-    assert data["candidates"][0]["findings"][1] == {"route": "verifier", "what": "wrong"}  # no `where` when none
-    back = structure(data, RunRecord)
-    assert back.candidates[0].candidate is None
-    assert back == RunRecord(record.problem, record.target, record.started, record.cell, record.agent, record.stages,
-                             [attrs.evolve(entry, candidate=None)])  # fmt: skip
+    finding = Finding("cost-model", "misranked", "m", 0, 3, None, {"predicted_ms": 0.5}, "kernel k ...")
+    for value in (measurement, outcome, finding):
+        data = json.loads(json.dumps(unstructure(value)))
+        assert structure(data, type(value)) == value
 
 
 def test_a_run_result_leaves_out_its_arrays() -> None:
@@ -82,7 +77,7 @@ def test_a_run_result_leaves_out_its_arrays() -> None:
 
 
 def test_a_record_with_a_field_it_does_not_have_is_refused() -> None:
-    data = unstructure(Finding("candidate", "x"))
+    data = unstructure(Finding("candidate", "x", "m", 0))
     with pytest.raises(ClassValidationError) as caught:
         structure({**data, "colour": "red"}, Finding)
     assert any(isinstance(e, ForbiddenExtraKeysError) for e in caught.value.exceptions)

@@ -1,21 +1,52 @@
-"""The agent contract (*provisional*): a backend that proposes candidate kernels."""
+"""The agent contract (*provisional*): a backend that proposes candidate kernels, round after round.
+
+``cake run`` calls :meth:`Agent.propose` once per round with the best candidates so far and the findings
+routed back to them; the run records each proposal (its text, parent and how it was made), filters it, and
+benchmarks the most promising. The first round's parents are the seeds: the problem's committed schedules, or
+the user's ``--from`` files. An agent must be deterministic for a given ``rng``: a resumed run replays no
+round it has recorded, but the next round's proposals must not depend on anything but the recorded past.
+"""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import attrs
+
 if TYPE_CHECKING:
     from cake_core.ir.nodes import Module
+    from cake_core.loop.records import Finding
     from cake_core.target import Target
+
+
+@attrs.frozen
+class Parent:
+    """A candidate an agent may build on: its module, hash, and its time (measured, else predicted)."""
+
+    module: Module
+    hash: str
+    name: str
+    ms: float | None
+    measured: bool
+
+
+@attrs.frozen
+class Proposal:
+    """One proposed candidate: the module, the parent it was made from, and how (one line, e.g. a tactic chain)."""
+
+    module: Module
+    how: str
+    parent: str | None = None  # the parent's hash
 
 
 @runtime_checkable
 class Agent(Protocol):
     name: str
 
-    def propose(
-        self, parents: Sequence[Module], feedback: Sequence[str], target: Target, count: int
-    ) -> list[Module]:
-        """Up to ``count`` new candidates, given the best ``parents`` and routed feedback on them."""
+    def propose(self, parents: Sequence[Parent], feedback: Sequence[Finding], target: Target, count: int,
+                rng: random.Random) -> tuple[Sequence[Proposal], int]:  # fmt: skip
+        """Up to ``count`` new candidates and the tokens it spent making them (0 for an agent that uses no
+        language model), given the best ``parents`` and the findings routed to the candidates so far."""
         ...

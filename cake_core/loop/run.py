@@ -1,289 +1,556 @@
-"""``cake run``: the four stages over a problem's candidate pool, as far as this machine allows.
+"""``cake run``: the four stages (DESIGN section 5), round after round, over one ledger.
 
-1. **Generate**: the candidates are the problem's committed schedules, deduplicated by structural
-   hash; a search agent plugin would add more (none is registered yet, and the run says so).
-2. **Filter** (no GPU needed): type check and every verifier rule for the target, then the
-   interpreter gate (:mod:`cake_core.verify.interp_gate`: the CPU interpreter on ragged shapes and
-   shapes where every ring wraps, with the problem's oracle), then an NVRTC compile of the
-   specialization the problem's default cell needs, with the resource report and the compiler's
-   findings (spills, serialized wgmma, ignored setmaxnreg).
-3. **Benchmark**: only where a GPU of the target's architecture is present: the full oracle before and
-   after timing, CUDA-event timing with the L2 flushed. Elsewhere the stage is skipped and the run
-   says that ranking is by static checks only (no cost model is installed yet).
-4. **Route**: each finding goes to the candidate (it failed a gate), to the verifier (the GPU found a
-   fault or a wrong answer the verifier let through) or to the compiler notes.
+1. **Generate**: round 0 takes the seeds (the problem's committed schedules, or the user's ``--from`` files);
+   later rounds ask the ``--agent`` for proposals built on the best so far and the findings routed to them.
+   Candidates are deduplicated by structural hash.
+2. **Filter** (no GPU needed), in a process pool: verifier, interpreter gate, NVRTC compile of the run's cell,
+   the cost model's estimate (:mod:`cake_core.loop.filter`). Only the most promising compiled candidates (by
+   predicted time) go on.
+3. **Benchmark** on a GPU of the target's architecture, in isolated workers: the problem's baseline once, then
+   each survivor (:func:`~cake_core.loop.benchmark.bench_candidate`). Elsewhere the stage says plainly that
+   nothing was measured and ranking is by the cost model.
+4. **Route** each finding as a typed record (:mod:`cake_core.loop.route`; ``docs/loop.md``).
 
-Everything lands in ``OUT/run.json``; ``--resume`` keeps candidates already measured.
+Every result goes to the ledger (:mod:`cake_core.loop.ledger`) as soon as it is known; ``--resume`` redoes
+only what the ledger lacks. Budgets (:class:`~cake_core.loop.records.Budgets`) stop the loop between steps.
+Observers (the progress display, plugins) see every step through the lifecycle hooks.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
+import hashlib
+import importlib
 import json
+import random
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from cake_core import pipeline
-from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.convert import structure, unstructure
+from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
+from cake_core.loop.agent import Parent
 from cake_core.loop.benchmark import Measurement
+from cake_core.loop.filter import FilterJob, filter_all
+from cake_core.loop.ledger import Ledger, dumps, now
+from cake_core.loop.records import (
+    Budgets, CandidateInfo, CompileSummary, EstimateSummary, FilterOutcome, Finding, RunInfo, RunSummary, Spent,
+)  # fmt: skip
+from cake_core.paths import make_dir
+
+#: how many of a round's compiled candidates stage 3 takes when no budget says otherwise
+DEFAULT_BENCHMARK_TOP = 8
 
 
 @attrs.frozen
-class Finding:
-    """Where one finding goes (``candidate``, ``verifier``), what it is, and where in the source."""
-
-    route: str
-    what: str
-    where: str | None = None
-
-
-@attrs.frozen
-class KernelResources:
-    """What ptxas reported for one kernel of a compiled candidate (bytes)."""
-
-    registers: int | None
-    spill_stores: int
-    stack: int
-
-
-@attrs.frozen
-class CompileSummary:
-    """The compile of the default cell's specialization: architecture, NVRTC cache, resources."""
-
-    arch: str
-    cache: str
-    kernels: dict[str, KernelResources]
-    smem_bytes: dict[str, int]
-
-
-@attrs.frozen
-class EstimateSummary:
-    """A cost model's estimate of a candidate at the run's cell, as ``run.json`` keeps it."""
-
-    model: str  # name and version
-    calibrated: bool
-    ms: float
-    bound: str
-
-
-@attrs.define
-class Entry:
-    """One candidate of a run: its record in ``run.json`` and, while the run goes, its pipeline
-    products (``candidate``, never written: a resumed entry has none)."""
-
-    name: str
-    path: str
-    hash: str
-    verify: list[Diagnostic] = attrs.field(factory=list)
-    compile: CompileSummary | None = None
-    bench: Measurement | None = None
-    findings: list[Finding] = attrs.field(factory=list)
-    status: str = "new"  # rejected, compiled, measured, failed-on-gpu
-    interp: list[Diagnostic] = attrs.field(factory=list)  # the interpreter gate's findings
-    interp_seconds: float | None = None  # what the gate took (None: it did not run)
-    estimate: EstimateSummary | None = None  # the cost model's, for a compiled candidate
-    candidate: pipeline.Candidate | None = attrs.field(default=None, eq=False, repr=False)
-
-
-@attrs.define
-class RunRecord:
-    """``run.json``: what ran, each stage in a sentence, and every candidate."""
+class RunOptions:
+    """Everything ``cake run`` was asked (on ``--resume`` the recorded run's seed, agent, sources and budgets win)."""
 
     problem: str
     target: str
-    started: str
-    cell: dict[str, Any]
-    agent: str
-    stages: dict[str, str] = attrs.field(factory=dict)
-    candidates: list[Entry] = attrs.field(factory=list)
-    finished: str | None = None
+    out: Path
+    seed: int = 0
+    agent: str | None = None
+    sources: tuple[Path, ...] = ()  # --from
+    budgets: Budgets = Budgets()
+    resume: bool = False
+    bench_rejected: bool = False
+    gpu_timeout_s: float = 120.0
+    workers: int | None = None
+    argv: tuple[str, ...] = ()
 
 
 def seed_schedules(problem: object) -> list[Path]:
     """The problem's committed schedules: ``schedules/*.cake`` beside the module that defines it."""
-    import importlib
-
     module = importlib.import_module(type(problem).__module__)
     base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
     return sorted((base / "schedules").glob("*.cake"))
 
 
-def read_record(path: Path) -> RunRecord:
-    """A run's record, as :func:`run` wrote it (a user error when it cannot be read back)."""
-    from cattrs.errors import BaseValidationError
-
-    from cake_core.convert import structure
-
+def source_hash(text: str, path: str) -> tuple[str, pipeline.Source | None]:
+    """The structural hash of a candidate's text and the parsed source, or a hash of the text itself
+    (prefixed ``text:``) with ``None`` where it does not parse."""
     try:
-        return structure(json.loads(path.read_text()), RunRecord)  # type: ignore[no-any-return]
-    except (OSError, ValueError, BaseValidationError) as exc:
-        raise CakeUserError(f"cannot resume from {path}: {type(exc).__name__}: {exc}") from None
+        source = pipeline.load_text(text, path)
+    except DiagnosticError:
+        return "text:" + hashlib.sha256(text.encode()).hexdigest(), None
+    return structural_hash(source.module), source
 
 
-def compile_summary(candidate: pipeline.Candidate, spec: Any) -> CompileSummary:
-    """What ``run.json`` keeps of a compiled specialization."""
-    c = candidate.compiled[spec]
-    return CompileSummary(
-        candidate.target.nvrtc_arch, c.cache_status,
-        {k: KernelResources(r.registers, r.spill_stores, r.stack_frame) for k, r in c.kernels.items()},
-        {lk.function: lk.model.smem_bytes for lk in candidate.lowered[spec].kernels},
-    )  # fmt: skip
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CakeUserError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def run(problem_name: str, target_name: str, *, budget: int | None, agent: str | None, out: Path,
-        resume: bool, log=print) -> RunRecord:  # fmt: skip
+class Loop:
+    """One run over its ledger: the stages as methods, the ledger as the only state that outlives them."""
+
+    def __init__(self, opts: RunOptions, reg: Any, ledger: Ledger, meta: dict[str, Any], log: Callable[[str], None]):
+        self.opts, self.reg, self.ledger, self.log = opts, reg, ledger, log
+        self.problem = reg.get("problems", meta["problem"])
+        self.tgt = reg.get("targets", meta["target"])
+        self.seed: int = meta["seed"]
+        self.agent = reg.get("agents", meta["agent"]) if meta["agent"] else None
+        self.sources = [Path(p) for p in meta["from"]]
+        self.budgets: Budgets = structure(meta["budgets"], Budgets)
+        self.shape: dict[str, int] = meta["cell"]["shape"]
+        self.dtype: str = meta["cell"]["dtype"]
+        self.info = RunInfo(self.problem.name, self.tgt.name, str(opts.out), self.seed, self.budgets, meta["cell"])
+        self.hook = reg.manager.hook
+        self.started = time.monotonic()
+        self.prior_wall = self._prior_wall()
+        self.stages: dict[str, str] = {}
+        self.stopped: str | None = None
+        #: candidates loaded in this process, by ledger id: their products (checked module, compiled cubin)
+        #: go down the stages with them where the stages run here
+        self.loaded: dict[int, pipeline.Candidate] = {}
+        self.parsed: dict[str, pipeline.Source] = {}  # by hash, from generation until the candidate has an id
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------
+
+    def _prior_wall(self) -> float:
+        """Wall seconds spent by earlier sessions of this run (a killed one up to its last recorded work)."""
+        import datetime as dt
+
+        total = 0.0
+        for r in self.ledger.rows(
+            "SELECT s.started_at, COALESCE(s.finished_at, (SELECT MAX(started_at) FROM attempts a "
+            "WHERE a.session = s.id), s.started_at) AS ended FROM sessions s WHERE s.id != ?", (self.ledger.session,)
+        ):  # fmt: skip
+            total += (dt.datetime.fromisoformat(r["ended"]) - dt.datetime.fromisoformat(r["started_at"])).total_seconds()
+        return total
+
+    def spent(self) -> Spent:
+        row = self.ledger.one("SELECT COUNT(*) AS n, COALESCE(SUM(seconds), 0) AS s FROM dispatches "
+                              "WHERE candidate IS NOT NULL")  # fmt: skip
+        cands = self.ledger.one("SELECT COUNT(*) AS n FROM candidates")
+        tokens = self.ledger.one("SELECT COALESCE(SUM(tokens), 0) AS t FROM rounds")
+        assert row is not None and cands is not None and tokens is not None
+        return Spent(cands["n"], row["n"], round(row["s"], 3), round(self.prior_wall + time.monotonic() - self.started,
+                     3), tokens["t"])  # fmt: skip
+
+    def over_budget(self) -> str | None:
+        self.stopped = self.stopped or self.spent().exhausted(self.budgets)
+        return self.stopped
+
+    def candidates(self, where: str = "1", params: Sequence[Any] = ()) -> list[CandidateInfo]:
+        return [CandidateInfo(r["id"], r["hash"], r["name"], r["round"], r["origin"], r["how"], r["source"],
+                              r["parent"], r["path"])
+                for r in self.ledger.rows(f"SELECT * FROM candidates WHERE {where} ORDER BY id", params)]  # fmt: skip
+
+    def outcome(self, cid: int) -> FilterOutcome | None:
+        r = self.ledger.one("SELECT * FROM filtered WHERE candidate = ?", (cid,))
+        if r is None:
+            return None
+        diags: dict[str, list[Diagnostic]] = {"verify": [], "interp": []}
+        for d in self.ledger.rows("SELECT stage, record FROM diagnostics WHERE candidate = ? ORDER BY stage, seq",
+                                  (cid,)):  # fmt: skip
+            diags[d["stage"]].append(structure(json.loads(d["record"]), Diagnostic))
+        return FilterOutcome(
+            r["status"], r["gate"], r["reason"], diags["verify"], diags["interp"], r["interp_seconds"],
+            structure(json.loads(r["compile"]), CompileSummary) if r["compile"] else None,
+            structure(json.loads(r["estimate"]), EstimateSummary) if r["estimate"] else None, r["seconds"] or 0.0,
+        )  # fmt: skip
+
+    def measurement(self, row: Any) -> Measurement:
+        data = json.loads(row["measurement"])
+        data["date"] = row["recorded_at"]  # the ledger keeps times in its `_at` columns only
+        data["samples"] = [s["ms"] for s in self.ledger.rows(
+            "SELECT ms FROM samples WHERE dispatch = ? ORDER BY seq", (row["id"],))]  # fmt: skip
+        return structure(data, Measurement)  # type: ignore[no-any-return]
+
+    # -- 1. generate ---------------------------------------------------------------------------------------
+
+    def generate(self, rnd: int) -> list[CandidateInfo]:
+        """The round's candidates: from the ledger where the round is recorded, else proposed and recorded."""
+        if self.ledger.one("SELECT 1 FROM rounds WHERE round = ?", (rnd,)) is not None:
+            cands = self.candidates("round = ?", (rnd,))
+            for c in cands:
+                self.hook.cake_candidate_generated(run=self.info, candidate=c, resumed=True)
+            return cands
+        if self.over_budget():
+            return []
+        self.ledger.attempt(f"generate:{rnd}")
+        left = None if self.budgets.candidates is None else self.budgets.candidates - self.spent().candidates
+        if rnd == 0:
+            proposals, proposer, tokens = self.seeds(), "seed" if not self.sources else "from", 0
+        else:
+            assert self.agent is not None
+            proposals, tokens = self.ask_agent(rnd, left)
+            proposer = f"agent:{self.agent.name}"
+        known = {r["hash"] for r in self.ledger.rows("SELECT hash FROM candidates")}
+        new: list[dict[str, Any]] = []
+        for p in proposals:
+            if left is not None and len(new) >= left:
+                self.stopped = f"candidates budget ({self.budgets.candidates}) spent"
+                break
+            if p["hash"] in known:
+                self.log(f"  {p['name']}: same structure as a candidate already recorded, skipped")
+                continue
+            known.add(p["hash"])
+            new.append(p)
+        with self.ledger.transaction() as db:
+            for p in new:
+                db.execute("INSERT INTO candidates (hash, name, round, origin, parent, how, path, source, created_at) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (p["hash"], p["name"], rnd, p["origin"], p["parent"],
+                           p["how"], p["path"], p["source"], now()))  # fmt: skip
+            db.execute("INSERT INTO rounds (round, proposer, proposed, tokens) VALUES (?, ?, ?, ?)",
+                       (rnd, proposer, len(new), tokens))  # fmt: skip
+        cands = self.candidates("round = ?", (rnd,))
+        for c in cands:
+            if c.hash in self.parsed:
+                self.loaded[c.id] = pipeline.Candidate(self.parsed.pop(c.hash), self.tgt, self.reg)
+            self.hook.cake_candidate_generated(run=self.info, candidate=c, resumed=False)
+        return cands
+
+    def seeds(self) -> list[dict[str, Any]]:
+        paths = self.sources or seed_schedules(self.problem)
+        origin = "from" if self.sources else "seed"
+        out = []
+        for path in paths:
+            text = _read(path)
+            h, source = source_hash(text, str(path))
+            if source is not None:
+                self.parsed[h] = source
+            how = f"read from {path}" if self.sources else f"committed schedule {path.name}"
+            out.append({"hash": h, "name": path.stem, "origin": origin, "parent": None, "how": how,
+                        "path": str(path), "source": text})  # fmt: skip
+        return out
+
+    def ask_agent(self, rnd: int, left: int | None) -> tuple[list[dict[str, Any]], int]:
+        from cake_core.ir.printer import print_module
+
+        parents = self.parents()
+        feedback = [f for f in self.findings() if f.destination == "candidate"]
+        count = 8 if left is None else max(0, min(8, left))
+        proposals, tokens = self.agent.propose(parents, feedback, self.tgt, count, random.Random(f"{self.seed}:{rnd}"))
+        out = []
+        for i, p in enumerate(proposals):
+            name, text = f"{self.agent.name}-r{rnd}-{i}", print_module(p.module)
+            h = structural_hash(p.module)
+            self.parsed[h] = pipeline.load_text(text, f"{name}.cake")
+            out.append({"hash": h, "name": name, "origin": f"agent:{self.agent.name}", "parent": p.parent,
+                        "how": p.how, "path": None, "source": text})  # fmt: skip
+        return out, int(tokens)
+
+    def parents(self, count: int = 4) -> list[Parent]:
+        """The best candidates so far: measured correct ones by time, then compiled ones by predicted time."""
+        ranked = self.ranking()
+        out = []
+        for c, ms, measured in ranked[:count]:
+            out.append(Parent(pipeline.load_text(c.source, c.path or f"{c.name}.cake").module, c.hash, c.name, ms,
+                              measured))  # fmt: skip
+        return out
+
+    # -- 2. filter -----------------------------------------------------------------------------------------
+
+    def filter(self, cands: Sequence[CandidateInfo]) -> None:
+        todo = []
+        for c in cands:
+            recorded = self.outcome(c.id)
+            if recorded is not None:
+                self.hook.cake_candidate_filtered(run=self.info, candidate=c, outcome=recorded, resumed=True)
+            else:
+                todo.append(c)
+        if not todo:
+            return
+        for c in todo:
+            self.ledger.attempt(f"filter:{c.id}")
+        jobs = [FilterJob(c.id, c.source, c.path or f"{c.name}.cake", self.problem.name, self.tgt.name, self.shape,
+                          self.dtype) for c in todo]  # fmt: skip
+        by_id = {c.id: c for c in todo}
+        for job, outcome in filter_all(jobs, workers=self.opts.workers, local=self.loaded):
+            self.record_outcome(job.key, outcome)
+            self.hook.cake_candidate_filtered(run=self.info, candidate=by_id[job.key], outcome=outcome, resumed=False)
+
+    def record_outcome(self, cid: int, o: FilterOutcome) -> None:
+        with self.ledger.transaction() as db:
+            db.execute(
+                "INSERT INTO filtered (candidate, status, gate, reason, compile, estimate, estimate_ms, bound, "
+                "interp_seconds, seconds, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, o.status, o.gate, o.reason, dumps(unstructure(o.compile)) if o.compile else None,
+                 dumps(unstructure(o.estimate)) if o.estimate else None, o.estimate.ms if o.estimate else None,
+                 o.estimate.bound if o.estimate else None, o.interp_seconds, o.seconds, now()),
+            )  # fmt: skip
+            for stage, diags in (("verify", o.verify), ("interp", o.interp)):
+                db.executemany(
+                    "INSERT INTO diagnostics VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(cid, stage, i, d.code, d.severity.value, d.message, str(d.primary), dumps(unstructure(d)))
+                     for i, d in enumerate(diags)],
+                )  # fmt: skip
+
+    # -- 3. benchmark --------------------------------------------------------------------------------------
+
+    def survivors(self, rnd: int) -> list[CandidateInfo]:
+        """The round's candidates stage 3 takes: the most promising compiled ones by predicted time, then (with
+        ``--bench-rejected``) those refused by a verifier rule or the interpreter gate, which can still run."""
+        top = self.budgets.benchmark_top or DEFAULT_BENCHMARK_TOP
+        compiled = self.ledger.rows(
+            "SELECT c.id FROM candidates c JOIN filtered f ON f.candidate = c.id WHERE c.round = ? AND "
+            "f.status = 'compiled' ORDER BY f.estimate_ms IS NULL, f.estimate_ms, c.id LIMIT ?", (rnd, top))  # fmt: skip
+        ids = [r["id"] for r in compiled]
+        if self.opts.bench_rejected:
+            ids += [r["candidate"] for r in self.ledger.rows(
+                "SELECT f.candidate FROM filtered f JOIN candidates c ON f.candidate = c.id WHERE c.round = ? AND "
+                "f.status = 'rejected' AND f.gate IN ('verify', 'interp') AND NOT EXISTS (SELECT 1 FROM diagnostics "
+                "d WHERE d.candidate = c.id AND d.severity = 'error' AND d.code LIKE 'CK%') ORDER BY c.id", (rnd,))]  # fmt: skip
+        by_id = {c.id: c for c in self.candidates("round = ?", (rnd,))}
+        return [by_id[i] for i in ids]
+
+    def benchmark(self, rnd: int, runner: Any) -> int:
+        """Stage 3 for the round; the number of dispatches it made (recorded ones aside)."""
+        from cake_core.loop.benchmark import bench_candidate
+
+        made = 0
+        for c in self.survivors(rnd):
+            impl = f"cake:{c.name}"
+            row = self.ledger.one("SELECT * FROM dispatches WHERE impl = ? AND run = 0", (impl,))
+            if row is not None:
+                self.hook.cake_measured(run=self.info, candidate=c, measurement=self.measurement(row), resumed=True)
+                continue
+            if self.over_budget():
+                break
+            self.ledger.attempt(f"dispatch:{impl}")
+            cand = self.loaded.get(c.id) or pipeline.Candidate(
+                pipeline.load_text(c.source, c.path or f"{c.name}.cake"), self.tgt, self.reg)
+            start = time.monotonic()
+            m = bench_candidate(cand, self.problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
+                                timeout_s=self.opts.gpu_timeout_s)  # fmt: skip
+            self.record_dispatch(c.id, m, time.monotonic() - start)
+            self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
+            made += 1
+        return made
+
+    def record_dispatch(self, cid: int | None, m: Measurement, seconds: float) -> None:
+        data = unstructure(m)
+        del data["samples"], data["date"]  # in their own table, and in `recorded_at`
+        with self.ledger.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO dispatches (candidate, impl, run, status, correct, median_ms, gpu, measurement, seconds, "
+                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, m.impl, m.run, m.status, int(m.correct), m.median_ms, m.gpu, dumps(data), round(seconds, 3),
+                 now()),
+            )  # fmt: skip
+            db.executemany("INSERT INTO samples VALUES (?, ?, ?)", [(cur.lastrowid, i, s) for i, s in enumerate(m.samples)])
+
+    # -- 4. route ------------------------------------------------------------------------------------------
+
+    def route(self, rnd: int) -> None:
+        from cake_core.loop.route import route_round
+
+        if self.ledger.one("SELECT routed FROM rounds WHERE round = ?", (rnd,))["routed"]:  # type: ignore[index]
+            for f in self.findings("round = ?", (rnd,)):
+                self.hook.cake_finding_routed(run=self.info, finding=f, resumed=True)
+            return
+        self.ledger.attempt(f"route:{rnd}")
+        cands = self.candidates("round = ?", (rnd,))
+        outcomes = {c.id: self.outcome(c.id) for c in cands}
+        dispatches = {r["candidate"]: self.measurement(r) for r in self.ledger.rows(
+            "SELECT * FROM dispatches WHERE candidate IN (SELECT id FROM candidates WHERE round = ?)", (rnd,))}  # fmt: skip
+        findings = route_round(rnd, cands, outcomes, dispatches)
+        with self.ledger.transaction() as db:
+            for f in findings:
+                db.execute("INSERT INTO findings (round, candidate, destination, kind, message, location, evidence, "
+                           "reproducer, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (f.round, f.candidate, f.destination, f.kind, f.message, f.location, dumps(f.evidence),
+                            f.reproducer, now()))  # fmt: skip
+            db.execute("UPDATE rounds SET routed = 1 WHERE round = ?", (rnd,))
+        for f in findings:
+            self.hook.cake_finding_routed(run=self.info, finding=f, resumed=False)
+
+    def findings(self, where: str = "1", params: Sequence[Any] = ()) -> list[Finding]:
+        return [Finding(r["destination"], r["kind"], r["message"], r["round"], r["candidate"], r["location"],
+                        json.loads(r["evidence"]), r["reproducer"])
+                for r in self.ledger.rows(f"SELECT * FROM findings WHERE {where} ORDER BY id", params)]  # fmt: skip
+
+    # -- the result ----------------------------------------------------------------------------------------
+
+    def ranking(self) -> list[tuple[CandidateInfo, float, bool]]:
+        """Candidates best first: measured correct ones (status ok) by median time; where nothing was measured,
+        compiled ones by predicted time. ``(candidate, ms, measured)``."""
+        by_id = {c.id: c for c in self.candidates()}
+        measured = [(by_id[r["candidate"]], r["median_ms"], True) for r in self.ledger.rows(
+            "SELECT candidate, median_ms FROM dispatches WHERE candidate IS NOT NULL AND status = 'ok' AND correct "
+            "AND median_ms IS NOT NULL ORDER BY median_ms, candidate")]  # fmt: skip
+        if measured or self.ledger.one("SELECT 1 FROM dispatches WHERE candidate IS NOT NULL") is not None:
+            return measured  # where a GPU measured, only what it found correct can be best
+        return [(by_id[r["candidate"]], r["estimate_ms"], False) for r in self.ledger.rows(
+            "SELECT candidate, estimate_ms FROM filtered WHERE status = 'compiled' AND estimate_ms IS NOT NULL "
+            "ORDER BY estimate_ms, candidate")]  # fmt: skip
+
+    def summary(self) -> RunSummary:
+        ranked = self.ranking()
+        best = ranked[0] if ranked else None
+        base = self.ledger.one("SELECT impl, median_ms FROM dispatches WHERE candidate IS NULL AND status = 'ok' AND "
+                               "correct ORDER BY id LIMIT 1")  # fmt: skip
+        best_pred = None
+        if best is not None:
+            row = self.ledger.one("SELECT estimate_ms FROM filtered WHERE candidate = ?", (best[0].id,))
+            best_pred = row["estimate_ms"] if row is not None else None
+        measured = best is not None and best[2]
+        best_ms = best[1] if measured else None
+        base_ms = base["median_ms"] if base is not None else None
+        return RunSummary(
+            best[0].name if best else None, best[0].hash if best else None, best_ms, best_pred,
+            base["impl"].removeprefix("baseline:") if base is not None else None, base_ms,
+            round(base_ms / best_ms, 4) if base_ms and best_ms else None, measured, dict(self.stages), self.over_budget(),
+            self.spent(),
+        )  # fmt: skip
+
+
+def _versions(reg: Any, tgt: Any) -> list[tuple[str, str, str]]:
+    rows = {("distribution", p.distribution, p.version) for p in reg.plugins.values()}
+    rows.add(("target-data", tgt.name, tgt.data_version))
+    for name in reg.names("cost_models"):
+        m = reg.get("cost_models", name)
+        rows.add(("cost-model", name, m.version))
+        rows.add(("calibration", name, "calibrated" if m.calibrated else "uncalibrated"))
+    return sorted(rows)
+
+
+def open_ledger(opts: RunOptions, reg: Any) -> tuple[Ledger, dict[str, Any]]:
+    """The run's ledger and settings: a new one (``--out`` must not hold a run) or, with ``--resume``, the
+    recorded one (refused for another problem or target)."""
+    problem = reg.get("problems", opts.problem)
+    tgt = reg.get("targets", opts.target)
+    if opts.agent is not None:
+        reg.get("agents", opts.agent)  # an unknown agent is a user error naming the known ones
+    if opts.resume:
+        ledger = Ledger.open(opts.out, {"problem": problem.name, "target": tgt.name})
+        return ledger, ledger.meta()
+    for path in opts.sources:
+        _read(path)  # a missing --from file is refused before anything is written
+    meta = {
+        "problem": problem.name, "target": tgt.name, "seed": opts.seed, "agent": opts.agent,
+        "from": [str(p) for p in opts.sources], "budgets": unstructure(opts.budgets),
+        "cell": {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
+    }  # fmt: skip
+    make_dir(opts.out)
+    return Ledger.create(opts.out, meta), meta
+
+
+def run(opts: RunOptions, *, observers: Sequence[object] = (), log: Callable[[str], None] = print) -> RunSummary:
+    """Run (or resume) the loop and write the run directory: ledger, ``best.cake``, the exported kernel,
+    ``report.md``. Returns how it ended."""
     from cake_core import plugins
-    from cake_core.convert import unstructure
-    from cake_core.loop.benchmark import bench_candidate, program_values
-    from cake_core.runtime.device import arch_runs_on, driver_status
-    from cake_core.runtime.nvrtc import CompileError
 
     reg = plugins.registry()
-    problem = reg.get("problems", problem_name)
-    tgt = reg.get("targets", target_name)
-    if agent is not None:
-        reg.get("agents", agent)  # an unknown agent is a user error naming the known ones
-    out.mkdir(parents=True, exist_ok=True)
-    record_path = out / "run.json"
-    previous: dict[str, Entry] = {}
-    if resume and record_path.exists():
-        previous = {e.hash: e for e in read_record(record_path).candidates}
-
-    record = RunRecord(
-        problem.name, tgt.name, _dt.datetime.now(_dt.UTC).isoformat(),
-        {"shape": problem.default_cell.shape, "dtype": problem.default_cell.dtype},
-        agent or "seed (committed schedules; no search agent registered)",
-    )  # fmt: skip
-
-    def save() -> None:
-        tmp = record_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(unstructure(record), indent=1))
-        tmp.replace(record_path)  # never leaves a half-written record behind
-
-    # 1. generate
-    pool: dict[str, Entry] = {}
-    for path in seed_schedules(problem):
-        cand = pipeline.Candidate.load(path, tgt, reg)
-        h = structural_hash(cand.source.module)
-        if h in pool:
-            log(f"  {path.name}: same structure as {pool[h].name}, skipped")
-            continue
-        pool[h] = Entry(path.stem, str(path), h, candidate=cand)
-        if budget is not None and len(pool) >= budget:
-            break
-    record.candidates = list(pool.values())
-    record.stages["generate"] = f"{len(pool)} distinct candidate(s) from the committed schedules"
-    log(f"1 generate: {record.stages['generate']}")
-
-    # 2. filter
-    shape, dtype = problem.default_cell.shape, problem.default_cell.dtype
-    models = reg.names("cost_models")
-    model = reg.get("cost_models", models[0]) if models else None
-    for i, entry in enumerate(record.candidates):
-        prior = previous.get(entry.hash)
-        if prior is not None and prior.status == "measured":
-            record.candidates[i] = attrs.evolve(
-                entry, verify=prior.verify, interp=prior.interp, interp_seconds=prior.interp_seconds,
-                compile=prior.compile, bench=prior.bench, findings=prior.findings,
-                status=prior.status, estimate=prior.estimate,
-            )  # fmt: skip
-            continue
-        cand = entry.candidate
-        assert cand is not None
-        report = cand.verify()
-        entry.verify = list(report.diagnostics)
-        errors = [d for d in report.diagnostics if d.is_error]
-        if errors:
-            entry.status = "rejected"
-            entry.findings = [Finding("candidate", f"{d.code} {d.message}", str(d.primary)) for d in errors]
-            continue
+    ledger, meta = open_ledger(opts, reg)
+    try:
+        ledger.set_versions(_versions(reg, reg.get("targets", meta["target"])))
+        ledger.begin_session(opts.argv)
+        names = [reg.manager.register(o, name=f"cake-observer-{i}") for i, o in enumerate(observers)]
         try:
-            gate = cand.interp_gate(problem)
-        except CakeUserError as exc:
-            entry.status = "rejected"
-            entry.findings = [Finding("candidate", f"the interpreter cannot run it: {exc}")]
-            continue
-        entry.interp, entry.interp_seconds = list(gate.diagnostics), round(gate.seconds, 4)
-        if not gate.ok:
-            first = gate.diagnostics[0]
-            entry.status = "rejected"
-            entry.findings = [Finding("candidate", f"{first.code} {first.message}", str(first.primary))]
-            continue
-        try:
-            spec = cand.spec(program_values(cand.check(), problem, shape, dtype))
-            compiled = cand.compile(spec)
-        except (CompileError, CakeUserError) as exc:
-            entry.status = "rejected"
-            entry.findings = [Finding("candidate", f"does not compile for {tgt.name}: {exc}")]
-            continue
-        entry.compile = compile_summary(cand, spec)
-        entry.findings += [Finding("candidate", f"compiler: {w.kind}: {w.message}") for w in compiled.warnings]
-        entry.status = "compiled"
-        if model is not None:
-            est = model.estimate(cand.check(), tgt, program_values(cand.check(), problem, shape, dtype))
-            entry.estimate = EstimateSummary(f"{model.name} {model.version}", est.calibrated, round(est.ms, 4),
-                                             est.bound)  # fmt: skip
-    rejected = sum(e.status == "rejected" for e in record.candidates)
-    total = len(record.candidates)
-    record.stages["filter"] = (
-        f"{total - rejected} of {total} pass the verifier, the interpreter gate and compile for {tgt.name}"
-    )
-    log(f"2 filter: {record.stages['filter']}")
-    save()
+            loop = Loop(opts, reg, ledger, meta, log)
+            summary = _drive(loop)
+        finally:
+            for n in names:
+                if n is not None:
+                    reg.manager.unregister(name=n)
+        ledger.end_session()
+        from cake_core.loop.outputs import write_outputs
 
-    # 3. benchmark
+        write_outputs(loop, summary)
+        return summary
+    finally:
+        ledger.close()
+
+
+def _drive(loop: Loop) -> RunSummary:
+    from cake_core.runtime.device import arch_runs_on, driver_status
+
+    hook, info = loop.hook, loop.info
+    resumed = loop.ledger.one("SELECT 1 FROM candidates") is not None
+    hook.cake_run_started(run=info, resumed=resumed)
     ok, reason = driver_status()
-    survivors = [e for e in record.candidates if e.status == "compiled"]
-    if not ok:
-        if model is not None:
-            survivors.sort(key=lambda e: e.estimate.ms if e.estimate is not None else float("inf"))
-            ranked = ", ".join(f"{e.name} {e.estimate.ms:.3f} ms" for e in survivors if e.estimate is not None)
-            kind = "calibrated" if model.calibrated else "uncalibrated"
-            record.stages["benchmark"] = (
-                f"skipped: no GPU here ({reason}); nothing was measured. Ranked by the {model.name} cost model's "
-                f"predicted time ({kind}) at the cell: {ranked or 'none compiled'}"
-            )
-        else:
-            record.stages["benchmark"] = (
-                f"skipped: no GPU here ({reason}); candidates are ranked by static checks only, and no cost "
-                "model is installed, so there is no ranking by predicted time"
-            )
-    else:
+    runner = None
+    gpu_note = f"no GPU here ({reason})"
+    if ok:
         from cake_core.runtime.worker import GpuRunner
 
-        with GpuRunner() as runner:
-            info = runner.device_info()
-            if not arch_runs_on(tgt.nvrtc_arch, tuple(info.compute_capability)):
-                record.stages["benchmark"] = (
-                    f"skipped: this GPU ({info.name}) is not a {tgt.name} ({tgt.nvrtc_arch}); no silent fallback"
-                )
-            else:
-                for entry in survivors:
-                    assert entry.candidate is not None
-                    m = bench_candidate(entry.candidate, problem, shape, dtype, runner, impl=f"cake:{entry.name}")
-                    entry.bench = m
-                    if m.correct:
-                        entry.status = "measured"
-                    else:
-                        entry.status = "failed-on-gpu"
-                        entry.findings.append(
-                            Finding("verifier", f"verified clean but {m.status} on {m.gpu}: {m.error}")
-                        )
-                    save()
-                record.stages["benchmark"] = f"{len(survivors)} candidate(s) measured on {info.name}"
-    log(f"3 benchmark: {record.stages['benchmark']}")
+        runner = GpuRunner()
+        gpu = runner.device_info()
+        if arch_runs_on(loop.tgt.nvrtc_arch, tuple(gpu.compute_capability)):
+            gpu_note = gpu.name
+        else:
+            gpu_note = f"this GPU ({gpu.name}) is not a {loop.tgt.name} ({loop.tgt.nvrtc_arch}); no silent fallback"
+            runner.close()
+            runner = None
+    try:
+        if runner is not None:
+            _baseline(loop, runner)
+        rnd, made = 0, 0
+        while True:
+            cands = loop.generate(rnd)
+            if not cands:
+                break
+            loop.filter(cands)
+            if runner is not None:
+                made += loop.benchmark(rnd, runner)
+            loop.route(rnd)
+            if loop.agent is None:
+                break
+            rnd += 1
+    finally:
+        if runner is not None:
+            runner.close()
+    _describe_stages(loop, runner is not None, gpu_note)
+    summary = loop.summary()
+    hook.cake_run_finished(run=info, summary=summary)
+    return summary
 
-    # 4. route
-    routed: dict[str, int] = {}
-    for entry in record.candidates:
-        for f in entry.findings:
-            routed[f.route] = routed.get(f.route, 0) + 1
-    record.stages["route"] = ", ".join(f"{n} to the {k}" for k, n in sorted(routed.items())) or "no findings"
-    log(f"4 route: {record.stages['route']}")
-    record.finished = _dt.datetime.now(_dt.UTC).isoformat()
-    save()
-    return record
+
+def _baseline(loop: Loop, runner: Any) -> None:
+    """The problem's baseline, timed once per run in the same worker as the candidates."""
+    if getattr(loop.problem, "baseline", None) is None:
+        return
+    from cake_core.loop.baseline import bench_baseline
+
+    row = loop.ledger.one("SELECT * FROM dispatches WHERE candidate IS NULL AND run = 0")
+    if row is not None:
+        loop.hook.cake_measured(run=loop.info, candidate=None, measurement=loop.measurement(row), resumed=True)
+        return
+    loop.ledger.attempt("dispatch:baseline")
+    start = time.monotonic()
+    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed)
+    loop.record_dispatch(None, m, time.monotonic() - start)
+    loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)
+
+
+def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
+    """One sentence per stage, from the ledger."""
+    db = loop.ledger
+    n = db.one("SELECT COUNT(*) AS n, COUNT(DISTINCT round) AS r FROM candidates")
+    origins = ", ".join(f"{r['k']} {r['origin']}" for r in db.rows(
+        "SELECT origin, COUNT(*) AS k FROM candidates GROUP BY origin ORDER BY origin"))  # fmt: skip
+    loop.stages["generate"] = f"{n['n']} distinct candidate(s) over {n['r']} round(s) ({origins or 'none'})"
+    compiled = db.one("SELECT COUNT(*) AS n FROM filtered WHERE status = 'compiled'")["n"]
+    gates = ", ".join(f"{r['k']} by the {r['gate']} gate" for r in db.rows(
+        "SELECT gate, COUNT(*) AS k FROM filtered WHERE status = 'rejected' GROUP BY gate ORDER BY gate"))  # fmt: skip
+    loop.stages["filter"] = f"{compiled} of {n['n']} pass every gate and compile for {loop.tgt.name}" + (
+        f"; rejected {gates}" if gates else "")
+    if measured:
+        d = db.one("SELECT COUNT(*) AS n, SUM(status = 'ok' AND correct) AS ok FROM dispatches WHERE candidate IS NOT NULL")
+        loop.stages["benchmark"] = f"{d['n']} candidate dispatch(es) on {gpu_note}, {d['ok'] or 0} correct"
+    else:
+        models = loop.reg.names("cost_models")
+        if models:
+            m = loop.reg.get("cost_models", models[0])
+            kind = "calibrated" if m.calibrated else "uncalibrated"
+            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured. Ranked by the {m.name} cost "
+                                        f"model's predicted time ({kind})")  # fmt: skip
+        else:
+            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured, and no cost model is installed, "
+                                        "so there is no ranking by predicted time")  # fmt: skip
+    routed = ", ".join(f"{r['k']} to the {r['destination']}" for r in db.rows(
+        "SELECT destination, COUNT(*) AS k FROM findings GROUP BY destination ORDER BY destination"))  # fmt: skip
+    loop.stages["route"] = routed or "no findings"
+    if loop.stopped:
+        loop.stages["budget"] = f"stopped: {loop.stopped}"

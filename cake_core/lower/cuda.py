@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from cake_core.errors import CakeUserError
+from cake_core.errors import NotLoweredError
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import to_c, try_int
 from cake_core.ir.primitive import Kind, NotLowerable, Operand
@@ -447,7 +447,7 @@ class KernelLowering:
             for b in typed.prim.binds(typed):
                 self.line(f"{c_name(b.name)} = {self.c(b.value)};")
         except NotLowerable as exc:
-            raise CakeUserError(
+            raise NotLoweredError(
                 f"{typed.op.loc}: `{typed.op.name}` cannot be lowered for {self.target.name} "
                 f"({self.target.nvrtc_arch}): {exc}"
             ) from None

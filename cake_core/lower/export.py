@@ -18,6 +18,7 @@ in sorted order. The workspace holds the program's intermediate buffers (256-byt
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -25,12 +26,11 @@ import attrs
 from cake_core import __version__
 from cake_core.ir import nodes as n
 from cake_core.ir.exprs import to_c
-from cake_core.ir.model import CheckedModule, Spec
+from cake_core.ir.model import CheckedModule
 from cake_core.ir.types import DType
 from cake_core.lower.cuda import c_name, storage
-from cake_core.lower.program import LoweredProgram, lower_program
+from cake_core.lower.program import LoweredProgram
 from cake_core.paths import make_dir, write_text
-from cake_core.target import Target
 
 _TMAP_DTYPE = {DType.BF16: "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", DType.F16: "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
                DType.F32: "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", DType.I32: "CU_TENSOR_MAP_DATA_TYPE_INT32"}  # fmt: skip
@@ -163,8 +163,9 @@ static cake_encode_tiled_fn cake_encode_tiled() {
 """
 
 
-def export_program(checked: CheckedModule, target: Target, specs: list[Spec], stem: str) -> Exported:
-    lowered = [lower_program(checked, target, s) for s in specs]
+def export_program(lowered: Sequence[LoweredProgram], stem: str) -> Exported:
+    """The lowered specializations of one program as one standalone ``.cu`` with host launchers and a header."""
+    checked, target = lowered[0].checked, lowered[0].target
     device = []
     launchers, protos, wss, ws_protos, names, ws_names = [], [], [], [], [], []
     for lp in lowered:

@@ -67,6 +67,18 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def reference_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like :func:`fake_gpu`, with a backend that answers right (``fake_gpu.ReferenceGpu``)."""
+    from cake_core.runtime import device, worker
+
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setattr(device, "driver_status", lambda **_: (True, "fake"))
+    monkeypatch.setattr(device, "require_driver", lambda: None)
+    monkeypatch.setattr(worker, "GpuRunner", functools.partial(worker.GpuRunner, backend="fake_gpu:ReferenceGpu",
+                                                               check_driver=False))  # fmt: skip
+
+
+@pytest.fixture
 def small_cell(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """kmeans-assign's default cell made small (the fake GPU's inputs are made on the host)."""
     from cake_core.problems.kmeans_assign.problem import KMeansAssign

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,20 @@ def test_cake_run_without_a_gpu(steps, tmp_path: Path, monkeypatch: pytest.Monke
     from cake_core.runtime import device
 
     monkeypatch.setattr(device, "driver_status", lambda **_: (False, "the CPU path, by the test"))
-    assert cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path)]) == 0
+    assert cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path), "--workers", "1"]) == 0
     _once_each(steps, FILES, "T=bf16,D=128")
 
 
 def test_cake_run_with_a_gpu(steps, fake_gpu, small_cell, tmp_path: Path, capsys) -> None:
-    assert cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path)]) == 1  # all wrong
+    rc = cli.main(["run", "kmeans-assign", "--target", "h200", "--out", str(tmp_path), "--workers", "1"])
+    assert rc == 1  # all wrong: no best kernel
     _once_each(steps, FILES, "T=bf16,D=128")
     record = json.loads((tmp_path / "run.json").read_text())
-    assert {c["status"] for c in record["candidates"]} == {"failed-on-gpu"}
-    assert {c["bench"]["status"] for c in record["candidates"]} == {"wrong"}
-    assert {c["bench"]["gpu"] for c in record["candidates"]} == {"Fake GPU"}
-    assert {c["bench"]["shape"]["N"] for c in record["candidates"]} == {small_cell["N"]}
+    assert {c["status"] for c in record["candidates"]} == {"failed-on-gpu (wrong)"}
+    db = sqlite3.connect(tmp_path / "ledger.sqlite")
+    rows = db.execute("SELECT status, gpu, measurement FROM dispatches WHERE candidate IS NOT NULL").fetchall()
+    assert len(rows) == len(FILES) and {(s, g) for s, g, _ in rows} == {("wrong", "Fake GPU")}
+    assert {json.loads(m)["shape"]["N"] for _, _, m in rows} == {small_cell["N"]}
 
 
 def test_cake_bench(steps, fake_gpu, capsys) -> None:

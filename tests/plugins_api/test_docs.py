@@ -19,6 +19,8 @@ TESTS = Path(__file__).parent
 
 #: every hook spec, in the order of hookspecs.py
 HOOKS = [name for name, fn in vars(hookspecs).items() if callable(fn) and hasattr(fn, "cake_spec")]
+#: the hooks that register things (each files under a category); the others observe a run
+REGISTER = [h for h in HOOKS if h.startswith("cake_register_")]
 # a hook's section: `### `name`` then the first ```python block under it
 SECTION = re.compile(r"^### `(?P<name>cake_[a-z_]+)`\n(?P<body>.*?)(?=^#{1,3} |\Z)", re.M | re.S)
 CODE = re.compile(r"^```python\n(?P<code>.*?)^```", re.M | re.S)
@@ -47,12 +49,13 @@ def _signature(fn: ast.FunctionDef) -> str:
     return f"def {fn.name}({ast.unparse(fn.args)}) -> {ast.unparse(fn.returns) if fn.returns else 'None'}"
 
 
-def test_hookspecs_define_the_ten_register_hooks() -> None:
-    assert len(HOOKS) == 10 and all(h.startswith("cake_register_") for h in HOOKS)
+def test_hookspecs_define_ten_register_hooks_and_six_observer_hooks() -> None:
+    assert len(REGISTER) == 10
+    assert sorted(set(HOOKS) - set(REGISTER)) == sorted(plugins.OBSERVER_HOOKS) and len(plugins.OBSERVER_HOOKS) == 6
 
 
-def test_the_plugin_manager_files_every_hook() -> None:
-    assert [c.hook for c in plugins.CATEGORIES] == HOOKS
+def test_the_plugin_manager_files_every_register_hook() -> None:
+    assert [c.hook for c in plugins.CATEGORIES] == REGISTER
     for category in plugins.CATEGORIES:
         module, _, qualname = category.interface.partition(":")
         iface = getattr(importlib.import_module(module), qualname)
@@ -83,7 +86,7 @@ def test_hook_is_documented_with_its_docstring(hook: str) -> None:
 
 def test_provisional_interfaces_are_marked_in_the_docs() -> None:
     text = DOC.read_text(encoding="utf-8")
-    for hook in HOOKS:
+    for hook in REGISTER:
         provisional = "*provisional*" in (inspect.getdoc(getattr(hookspecs, hook)) or "")
         row = next(line for line in text.splitlines() if line.startswith(f"| `{hook}` |"))
         assert ("*provisional*" in row) == provisional, row

@@ -26,7 +26,8 @@ from cake_core.ir.model import CheckedModule
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind, Primitive
 from cake_core.ir.printer import print_module
-from cake_core.loop.agent import Agent
+from cake_core.loop.agent import Agent, Parent, Proposal
+from cake_core.loop.records import Finding
 from cake_core.loop.tactic import Tactic
 from cake_core.problems.problem import Problem
 from cake_core.target import Feature, Target
@@ -91,10 +92,10 @@ class EchoAgent:
 
     name: str = "echo"
 
-    def propose(
-        self, parents: Sequence[n.Module], feedback: Sequence[str], target: Target, count: int
-    ) -> list[n.Module]:
-        return [parse(print_module(p), p.path) for p in parents][:count]
+    def propose(self, parents: Sequence[Parent], feedback: Sequence[Finding], target: Target, count: int,
+                rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+        out = [Proposal(parse(print_module(p.module), p.module.path), "echoed", p.hash) for p in parents]
+        return out[:count], 0
 
 
 class EveryScaleRows(Rule):
@@ -202,9 +203,10 @@ def test_hook_cake_register_agents() -> None:
     reg = plugins.load(extra=[_plugin("echo", "cake_register_agents", EchoAgent())])
     agent: Agent = reg.get("agents", "echo")
     assert isinstance(agent, Agent)
-    parent = parse(KERNEL, "k.cake")
-    (child,) = agent.propose([parent, parent], ["feedback"], reg.get("targets", "h200"), 1)
-    assert structural_hash(child) == structural_hash(parent)
+    module = parse(KERNEL, "k.cake")
+    parent = Parent(module, structural_hash(module), "k", None, False)
+    (child,), tokens = agent.propose([parent, parent], [], reg.get("targets", "h200"), 1, random.Random(0))
+    assert structural_hash(child.module) == parent.hash and child.parent == parent.hash and tokens == 0
 
 
 def test_hook_cake_register_problems() -> None:

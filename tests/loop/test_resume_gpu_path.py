@@ -1,0 +1,46 @@
+"""``--resume`` on the GPU path (a worker process with a fake backend that answers right): a run interrupted
+after some dispatches ends, once resumed, with the same best kernel and ledger contents as an uninterrupted
+run, and the measurements already recorded come from the ledger instead of being taken again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cake_core.hookspecs import hookimpl
+from cake_core.loop.ledger import Ledger
+from cake_core.loop.records import Budgets
+from cake_core.loop.run import RunOptions, run
+
+
+class Interrupt:
+    """An observer that stops the run (as Ctrl-C would) after ``after`` new measurements, counting them."""
+
+    def __init__(self, after: int | None = None) -> None:
+        self.after, self.new, self.resumed = after, [], []
+
+    @hookimpl
+    def cake_measured(self, candidate, measurement, resumed) -> None:  # type: ignore[no-untyped-def]
+        (self.resumed if resumed else self.new).append(measurement.impl)
+        if self.after is not None and len(self.new) == self.after:
+            raise KeyboardInterrupt
+
+
+def _opts(out: Path, **kw) -> RunOptions:  # type: ignore[no-untyped-def]
+    return RunOptions("kmeans-assign", "h200", out, seed=3, workers=1, budgets=Budgets(), **kw)
+
+
+def test_resume_takes_measurements_from_the_ledger(reference_gpu, small_cell, tmp_path: Path) -> None:
+    whole = run(_opts(tmp_path / "whole"), log=lambda _: None)
+    assert whole.measured and whole.best is not None and whole.best_ms is not None
+
+    first = Interrupt(after=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(_opts(tmp_path / "cut"), observers=[first], log=lambda _: None)
+    assert len(first.new) == 2
+    again = Interrupt()
+    summary = run(_opts(tmp_path / "cut", resume=True), observers=[again], log=lambda _: None)
+    assert again.resumed == first.new  # the two recorded dispatches, read back, not repeated
+    assert set(again.new).isdisjoint(first.new) and len(again.new) == 2
+    assert (summary.best, summary.best_ms) == (whole.best, whole.best_ms)
+    assert Ledger.open(tmp_path / "cut", {}).contents() == Ledger.open(tmp_path / "whole", {}).contents()
