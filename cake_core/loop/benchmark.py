@@ -12,7 +12,7 @@ For one problem cell: the candidate's compiled specialization (built and compile
 3. checked again on the timed run's outputs.
 
 The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
-outputs that hold NaN or Inf (and any small scratch buffer that does, as evidence). Every outcome,
+outputs that hold NaN or Inf. Every outcome,
 failures included, becomes a :class:`Measurement` record (the JSON format of ``bench/results/``).
 """
 
@@ -34,7 +34,6 @@ from cake_core.lower.program import build_plan
 from cake_core.pipeline import Candidate
 from cake_core.problems.problem import Problem
 from cake_core.runtime.plan import Plan, Timing
-from cake_core.runtime.prepare import tensor_nbytes
 
 
 #: what a :class:`Measurement`'s ``status`` may be; only ``ok`` with ``correct`` may be ranked
@@ -137,10 +136,6 @@ def bench_candidate(
     return m
 
 
-#: scratch buffers up to this size are fetched after the first check run, as evidence of NaN or Inf
-EVIDENCE_SCRATCH_BYTES = 64 * 2**20
-
-
 def differing_elements(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray]) -> dict[str, int]:
     """For every tensor of ``first``: how many elements differ bit for bit from ``second`` (0 if none)."""
     out = {}
@@ -157,18 +152,16 @@ def differing_elements(first: Mapping[str, np.ndarray], second: Mapping[str, np.
 
 def nonfinite_text(plan: Plan, arrays: Mapping[str, np.ndarray]) -> str | None:
     """``"`out` holds 3 NaN and 1 Inf of 4096 elements; ..."`` for every floating tensor of ``arrays``
-    (named in ``plan``) holding NaN or Inf, scratch buffers marked as such; ``None`` if none does."""
+    (named in ``plan``) holding NaN or Inf; ``None`` if none does."""
     parts = []
     for name, arr in arrays.items():
-        spec = plan.tensor(name)
-        dt = DType(spec.dtype)
+        dt = DType(plan.tensor(name).dtype)
         if not dt.is_float or dt in (DType.FP8E4M3, DType.FP8E5M2):
             continue
         values = decode(arr, dt)
         nan, inf = int(np.isnan(values).sum()), int(np.isinf(values).sum())
         if nan or inf:
-            kind = "scratch " if spec.kind == "scratch" else ""
-            parts.append(f"{kind}`{name}` holds {nan} NaN and {inf} Inf of {values.size} elements")
+            parts.append(f"`{name}` holds {nan} NaN and {inf} Inf of {values.size} elements")
     return "; ".join(parts) or None
 
 
@@ -189,8 +182,6 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     lowered = candidate.build(spec)
     plan = build_plan(lowered, compiled.cubin, values)
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
-    evidence = tuple(t.name for t in plan.tensors
-                     if t.kind == "scratch" and tensor_nbytes(t) <= EVIDENCE_SCRATCH_BYTES)  # fmt: skip
     resources = unstructure(compiled.kernels)
     finding = check_claims(compiled.cubin, candidate.sass_claims())
     sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
@@ -206,7 +197,7 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     def judge(when: str, inputs: Mapping[str, np.ndarray], result: Any) -> str | None:
         """The oracle's verdict on ``result`` (kept in ``oracle``); its summary, with NaN and Inf named, if
         it fails, else ``None``."""
-        report = problem.check(inputs, {k: result.outputs[k] for k in outputs}, shape, dtype, runner=runner)
+        report = problem.check(inputs, result.outputs, shape, dtype, runner=runner)
         oracle.append(f"{when}: " + report.summary())
         if report.passed:
             return None
@@ -214,13 +205,13 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
         return report.summary() + (f"; {named}" if named else "")
 
     inputs = problem.make_inputs(shape, dtype, seed)
-    first = runner.run(plan, inputs, fetch=outputs + evidence, timeout_s=timeout_s)
+    first = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
     if not first.ok:
         return fail(first.status, first.error, first.gpu_name)
     again = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
     if not again.ok:
         return fail(again.status, again.error, again.gpu_name)
-    differ = differing_elements({k: first.outputs[k] for k in outputs}, again.outputs)
+    differ = differing_elements(first.outputs, again.outputs)
     wrong = judge("before timing", inputs, first)
     if any(differ.values()):
         text = ", ".join(f"{n} of {first.outputs[k].size} elements of `{k}`" for k, n in differ.items() if n)

@@ -10,16 +10,25 @@ committed schedule, its header saying what it does wrong and what catches it. He
   (``adversarial_gpu.ScriptedGpu``): a run that differs from the run before on the same inputs is
   ``nondeterministic``, a median below the floor ``quarantined``, a hang a ``timeout`` after which the
   runner serves the next candidate; NaN and Inf are named, differing elements counted;
+* ``cake run --from`` every file, as a user would (a subprocess): the run ends (exit 0), stage 2 records
+  the ones it catches rejected, and none of those is reported best; without a GPU the two that pass stage 2
+  are ranked by the cost model, which predicts both below the floor;
 * on an H200 (``gpu``-marked, skipped cleanly without one): every adversarial file measured with
   :func:`~cake_core.loop.benchmark.bench_candidate` at the default cell ends failed or quarantined, and
-  the honest Hopper schedule ends ``ok`` above the floor, also right after the endless one.
+  the honest Hopper schedule ends ``ok`` above the floor, also right after the endless one; ``cake run
+  --bench-rejected`` over all of them and ``hopper.cake`` records every adversarial dispatch failed or
+  quarantined and reports the honest kernel best.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,8 +142,8 @@ def test_an_honest_run_is_ok_and_records_the_floor(scripted) -> None:
     runner, say = scripted
     say("honest")
     m = _bench(runner)
-    assert (m.status, m.correct, m.differing, m.median_ms) == ("ok", True, 0, 1.0), m.error
-    assert 0 < m.floor_ms < 1.0 and len(m.oracle) == 2
+    assert (m.status, m.correct, m.differing) == ("ok", True, 0), m.error
+    assert 0 < m.floor_ms < 1.0 <= m.median_ms and len(m.oracle) == 2
 
 
 def test_two_runs_that_differ_on_the_same_inputs_are_nondeterministic(scripted) -> None:
@@ -165,13 +174,13 @@ def test_a_hang_is_a_timeout_and_the_runner_serves_the_next_candidate(scripted) 
     assert runner.workers_started == 2  # the hung worker was killed and replaced, once
 
 
-def test_nan_and_inf_are_named_scratch_marked() -> None:
-    plan = Plan("p", {}, [TensorSpec("y", "f32", (4,), "output"), TensorSpec("s", "bf16", (2,), "scratch"),
+def test_nan_and_inf_are_named() -> None:
+    plan = Plan("p", {}, [TensorSpec("y", "f32", (4,), "output"), TensorSpec("s", "bf16", (2,), "output"),
                           TensorSpec("i", "i32", (2,), "output")], [])  # fmt: skip
     y = np.array([1.0, np.nan, np.inf, -np.inf], dtype=np.float32)
     s = np.array([0x7FC0, 0x3F80], dtype=np.uint16)  # bf16 NaN, 1.0
     assert nonfinite_text(plan, {"y": y, "s": s, "i": np.array([-1, 2], dtype=np.int32)}) == (
-        "`y` holds 1 NaN and 2 Inf of 4 elements; scratch `s` holds 1 NaN and 0 Inf of 2 elements")
+        "`y` holds 1 NaN and 2 Inf of 4 elements; `s` holds 1 NaN and 0 Inf of 2 elements")
     assert nonfinite_text(plan, {"y": np.zeros(4, dtype=np.float32)}) is None
 
 
@@ -215,8 +224,6 @@ def test_adversarial_candidate_on_the_gpu(name: str, on_h200, record) -> None:
     record("adversarial", m)
     print(f"{name}: {m.status}: {m.error}")
     assert not m.correct and m.status in ON_THE_GPU[name], (m.status, m.error, m.oracle)
-    if name == "nan_scores":
-        assert "scratch `c_sq` holds 0 NaN and 32768 Inf" in m.error
 
 
 @requires_gpu
@@ -227,3 +234,64 @@ def test_the_honest_kernel_is_ok_above_the_floor_after_an_endless_one(on_h200, r
     record("adversarial", m)
     assert (m.status, m.correct, m.differing) == ("ok", True, 0), (m.status, m.error)
     assert m.median_ms > m.floor_ms
+
+
+# -------------------------------------------------------------------------------- cake run --from, as a user would
+
+
+def _cake_run(out: Path, *args: str, gpu: bool) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path, also on a machine with a GPU
+    files = [str(ADVERSARIAL / f"{name}.cake") for name in FILES]
+    cake = [sys.executable, "-c", "import sys; from cake_core.cli import main; sys.exit(main())"]  # the `cake` script
+    return subprocess.run([*cake, "run", "kmeans-assign", "--target", TARGET, "--from", *files, *args, "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+
+
+def _ledger(out: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(out / "ledger.sqlite")
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def test_cake_run_from_every_file_without_a_gpu(tmp_path: Path) -> None:
+    done = _cake_run(tmp_path, gpu=False)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["summary"]["stages"]["benchmark"].startswith("skipped: no GPU here")
+    status = {c["name"]: (c["status"], c["gate"]) for c in record["candidates"]}
+    assert sorted(status) == FILES  # every file went through the run: none stopped it
+    gates = {"CR": "verify", "CS": "interp"}
+    for name, code in STAGE_TWO.items():
+        if code is None:
+            # passes every stage-2 gate: only stage 3 on a GPU can catch it (test_cake_run_on_the_gpu)
+            assert status[name] == ("compiled", None)
+        else:
+            assert status[name] == ("rejected", gates[code[:2]])
+            first = _ledger(tmp_path).execute("SELECT d.code FROM diagnostics d JOIN candidates c ON c.id = d.candidate "
+                                              "WHERE c.name = ? AND d.severity = 'error' ORDER BY d.stage DESC, d.seq",
+                                              (name,)).fetchone()  # fmt: skip
+            assert first["code"] == code
+    assert record["summary"]["best"] not in {n for n, code in STAGE_TWO.items() if code}
+    # the two that pass stage 2 are ranked by the cost model here, and its estimate of each lies below the floor,
+    # which no implementation can beat: what the run loop can use to keep them from being reported best
+    reg = plugins.registry()
+    floor = floor_ms(reg.get("problems", "kmeans-assign"), DEFAULT, "bf16", reg.get("targets", TARGET))
+    predicted = {c["name"]: c["predicted_ms"] for c in record["candidates"]}
+    assert predicted["beats_floor"] < floor and predicted["small_shapes_only"] < floor
+
+
+@requires_gpu
+def test_cake_run_on_the_gpu(on_h200, tmp_path: Path) -> None:
+    done = _cake_run(tmp_path, str(SCHEDULES / "hopper.cake"), "--bench-rejected", "--gpu-timeout", "20", gpu=True)
+    assert done.returncode == 0, done.stderr
+    print(done.stdout)
+    record = json.loads((tmp_path / "run.json").read_text())
+    dispatched = {r["name"]: (r["status"], r["correct"]) for r in _ledger(tmp_path).execute(
+        "SELECT c.name, d.status, d.correct FROM dispatches d JOIN candidates c ON c.id = d.candidate")}  # fmt: skip
+    assert sorted(dispatched) == sorted([*FILES, "hopper"])  # every one dispatched, none stopped the run
+    for name in FILES:
+        assert dispatched[name][0] in ON_THE_GPU[name] | {"wrong"} and not dispatched[name][1], (name, dispatched[name])
+    assert dispatched["hopper"] == ("ok", 1)
+    assert record["summary"]["best"] == "hopper" and record["summary"]["measured"] is True
