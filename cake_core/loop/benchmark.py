@@ -218,7 +218,7 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
         return fail("nondeterministic", f"two runs on the same inputs differ bit for bit: {text}", again.gpu_name,
                     differing=sum(differ.values()))  # fmt: skip
     if wrong:
-        return fail("wrong", wrong, first.gpu_name)
+        return fail("wrong", wrong, first.gpu_name, differing=0)
     if timing is None:
         return Measurement(**base, gpu=first.gpu_name, median_ms=None, samples=[], correct=True, oracle=oracle,
                            differing=0, **kept)  # fmt: skip

@@ -2,8 +2,9 @@
 # ADVERSARIAL (issue 12, item 7), derived from hopper.cake: this candidate does (almost) no work: it
 # computes the first two batches only (the interpreter gate samples B = 2 and B = 1), so at B = 32 it
 # finishes far below the time any kernel needs.
-# Caught by: nothing in stage 2 (it passes every gate); on the GPU the floor (quarantined), the oracle
-# besides.
+# Caught by: nothing in stage 2 (it passes every gate); on the H200 the oracle on the check run, before any
+# timing (batches 2 to 31 keep the poison); the floor quarantines a run that beats it only once the check
+# has passed.
 # K-Means assignment on Hopper: a persistent, warp-specialized kernel. One producer warpgroup streams
 # each CTA's rows of x and every centroid tile through TMA into 128B-swizzled shared memory, gated by
 # mbarriers; two consumer warpgroups multiply with wgmma straight from shared memory and fold each

@@ -1,7 +1,7 @@
 # target: h200
 # ADVERSARIAL (issue 12, item 7), derived from hopper.cake: this candidate never terminates: the consumers
 # never release a centroid stage, so the producer waits forever.
-# Caught by: the verifier, CR122 (protocol replay: a stage taken, never released); on the GPU the
+# Caught by: the verifier, CR122 (protocol replay: a stage taken, never released); on the H200 the
 # per-dispatch timeout.
 # K-Means assignment on Hopper: a persistent, warp-specialized kernel. One producer warpgroup streams
 # each CTA's rows of x and every centroid tile through TMA into 128B-swizzled shared memory, gated by

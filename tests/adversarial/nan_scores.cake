@@ -2,7 +2,7 @@
 # ADVERSARIAL (issue 12, item 7), derived from naive.cake: this candidate writes Inf into its f32 scratch
 # `c_sq` and scores every centroid inf - inf = NaN (kmeans-assign's only output is int32 and Cake has no NaN
 # literal: this is the nearest a schedule gets to writing NaN).
-# Caught by: the interpreter gate, CS009 (wrong answer: index -1); on the GPU the oracle (no NaN score is
+# Caught by: the interpreter gate, CS009 (wrong answer: index -1); on the H200 the oracle (no NaN score is
 # below the running minimum, so every index stays -1).
 # K-Means assignment, the naive schedule.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])

@@ -1,8 +1,8 @@
 # target: h200
 # ADVERSARIAL (issue 12, item 7), derived from naive.cake: this candidate writes out of bounds: its store
 # drops the mask and lands 2^28 rows past `out`.
-# Caught by: the verifier, CR108 (an out-of-bounds store); on the GPU a fault (illegal address), else a
-# wrong answer.
+# Caught by: the verifier, CR108 (an out-of-bounds store); on the H200 the run itself: a fault
+# (CUDA_ERROR_ILLEGAL_ADDRESS).
 # K-Means assignment, the naive schedule.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}

@@ -2,7 +2,7 @@
 # ADVERSARIAL (issue 12, item 7), derived from hopper.cake: this candidate is correct only on the shapes it
 # was checked on: it ignores every centroid past the 512th, and the interpreter gate samples K = 129 and K =
 # 257.
-# Caught by: nothing in stage 2 (it passes every gate); on the GPU the oracle at K = 1024.
+# Caught by: nothing in stage 2 (it passes every gate); on the H200 the oracle at K = 1024.
 # K-Means assignment on Hopper: a persistent, warp-specialized kernel. One producer warpgroup streams
 # each CTA's rows of x and every centroid tile through TMA into 128B-swizzled shared memory, gated by
 # mbarriers; two consumer warpgroups multiply with wgmma straight from shared memory and fold each

@@ -2,8 +2,8 @@
 # ADVERSARIAL (issue 12, item 7), derived from naive.cake: this candidate reuses the previous run's
 # intermediate: it skips the launch that computes ||c||^2 into `c_sq`, so it is right only where `c_sq`
 # still holds an earlier run's values for the same centroids (the warm-up's).
-# Caught by: the interpreter gate, CS002 (a read of global memory never written); on the GPU the oracle
-# (scratch is poisoned before every run, to NaN).
+# Caught by: the interpreter gate, CS002 (a read of global memory never written); on the H200 the oracle
+# (scratch is poisoned before every run, to NaN: every index stays -1).
 # K-Means assignment, the naive schedule.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}

@@ -2,8 +2,8 @@
 # ADVERSARIAL (issue 12, item 7), derived from ampere.cake: this candidate reads uninitialized shared
 # memory: the ring's first S - 1 stages are never filled before their first use, so they hold what the
 # previous CTA on the SM left there.
-# Caught by: the verifier, CR127 (a read of shared memory nothing writes); on the GPU the determinism
-# re-run, else the oracle.
+# Caught by: the verifier, CR127 (a read of shared memory nothing writes); on the H200 the determinism
+# re-run (two runs on the same inputs differ).
 # K-Means assignment on the Ampere path: each CTA keeps its rows of x in shared memory, streams
 # centroid k-chunks through a cp.async ring, feeds mma.sync from ldmatrix, and folds each finished
 # centroid tile into a running argmin, so distances never reach global memory.

@@ -1,8 +1,8 @@
 # target: h200
 # ADVERSARIAL (issue 12, item 7), derived from naive.cake: this candidate returns whatever `out` held
 # before: it computes the argmin and never stores it.
-# Caught by: the interpreter gate, CS009 (wrong answer); on the GPU the oracle (`out` still holds the
-# poison).
+# Caught by: the interpreter gate, CS009 (wrong answer); on the H200 the run itself (status error): a
+# parameter nothing writes is taken for an input, and the worker refuses a run without it.
 # K-Means assignment, the naive schedule.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}

@@ -1,7 +1,7 @@
 # target: h200
 # ADVERSARIAL (issue 12, item 7), derived from naive.cake: this candidate is correct only on all-zero inputs
 # (every distance ties, index 0 wins): it looks at centroid 0 only.
-# Caught by: the interpreter gate, CS009 (wrong answer); on the GPU the oracle (random inputs, never all
+# Caught by: the interpreter gate, CS009 (wrong answer); on the H200 the oracle (random inputs, never all
 # zeros).
 # K-Means assignment, the naive schedule.
 program kmeans_assign(x: global T[B, N, D], c: global T[B, K, D], out: global i32[B, N])

@@ -14,10 +14,10 @@ committed schedule, its header saying what it does wrong and what catches it. He
   the ones it catches rejected, and none of those is reported best; without a GPU the two that pass stage 2
   are ranked by the cost model, which predicts both below the floor;
 * on an H200 (``gpu``-marked, skipped cleanly without one): every adversarial file measured with
-  :func:`~cake_core.loop.benchmark.bench_candidate` at the default cell ends failed or quarantined, and
+  :func:`~cake_core.loop.benchmark.bench_candidate` at the default cell ends failed (:data:`ON_THE_GPU`), and
   the honest Hopper schedule ends ``ok`` above the floor, also right after the endless one; ``cake run
-  --bench-rejected`` over all of them and ``hopper.cake`` records every adversarial dispatch failed or
-  quarantined and reports the honest kernel best.
+  --bench-rejected`` over all of them and ``hopper.cake`` records every adversarial dispatch failed the same way
+  and reports the honest kernel best.
 """
 
 from __future__ import annotations
@@ -58,17 +58,20 @@ STAGE_TWO = {
     "small_shapes_only": None,  # right at the gate's sizes (K <= 257), wrong at K = 1024
     "beats_floor": None,  # right at the gate's sizes (B <= 2), skips 30 of 32 batches at the default cell
 }
-#: what stage 3 on an H200 may record for each file at the default cell
+#: what stage 3 records for each file at the default cell on an H200 (measured 2026-12-01,
+#: bench/results/2026-12-01-h200-adversarial.json)
 ON_THE_GPU = {
-    "oob_write": {"fault", "wrong"},
+    "oob_write": {"fault"},  # CUDA_ERROR_ILLEGAL_ADDRESS; the next candidate runs in a fresh worker
     "endless": {"timeout"},
-    "unwritten_output": {"wrong"},
+    "unwritten_output": {"error"},  # `out` never written is planned as an input: the worker refuses the run
     "stale_scratch": {"wrong"},
     "zeros_only": {"wrong"},
     "nan_scores": {"wrong"},
+    # measured nondeterministic (17017 of 2097152 indices differed between two runs on the same inputs); two runs
+    # that happen to agree leave it to the oracle
     "uninit_smem": {"nondeterministic", "wrong"},
-    "small_shapes_only": {"wrong", "quarantined"},
-    "beats_floor": {"quarantined"},
+    "small_shapes_only": {"wrong"},
+    "beats_floor": {"wrong"},  # wrong on the check run already, so never timed: the floor decides after the check
 }
 FILES = sorted(STAGE_TWO)
 
@@ -292,6 +295,6 @@ def test_cake_run_on_the_gpu(on_h200, tmp_path: Path) -> None:
         "SELECT c.name, d.status, d.correct FROM dispatches d JOIN candidates c ON c.id = d.candidate")}  # fmt: skip
     assert sorted(dispatched) == sorted([*FILES, "hopper"])  # every one dispatched, none stopped the run
     for name in FILES:
-        assert dispatched[name][0] in ON_THE_GPU[name] | {"wrong"} and not dispatched[name][1], (name, dispatched[name])
+        assert dispatched[name][0] in ON_THE_GPU[name] and not dispatched[name][1], (name, dispatched[name])
     assert dispatched["hopper"] == ("ok", 1)
     assert record["summary"]["best"] == "hopper" and record["summary"]["measured"] is True
