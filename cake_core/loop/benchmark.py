@@ -12,8 +12,8 @@ For one problem cell: the candidate's compiled specialization (built and compile
 3. checked again on the timed run's outputs.
 
 The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
-outputs that hold NaN or Inf. Every outcome,
-failures included, becomes a :class:`Measurement` record (the JSON format of ``bench/results/``).
+outputs that hold NaN or Inf. Every outcome, failures included, becomes a :class:`Measurement` record (the
+JSON format of ``bench/results/``); only status ``ok`` with ``correct`` may be ranked.
 """
 
 from __future__ import annotations
