@@ -75,6 +75,18 @@ def parse_sizes(text: str | None) -> dict[str, int]:
     return out
 
 
+def problem_cell(problem, shape_text: str | None, dtype: str | None) -> tuple[dict[str, int], str]:  # type: ignore[no-untyped-def]
+    """The cell ``--shape``/``--dtype`` ask for: the problem's default cell with the sizes given replaced,
+    checked against the problem's domain."""
+    from cake_core.problems.problem import validate_cell
+
+    values = parse_shape(shape_text)
+    dt = str(values.pop("dtype", dtype or problem.default_cell.dtype))
+    shape = dict(problem.default_cell.shape)
+    shape.update(parse_sizes(",".join(f"{k}={v}" for k, v in values.items())))
+    return validate_cell(problem, shape, dt), dt
+
+
 def _specs(cand, shape_text: str | None):
     values = parse_shape(shape_text)
     if values:
@@ -220,10 +232,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from cake_core.runtime.worker import GpuRunner
 
     problem = plugins.registry().get("problems", args.problem)
-    values = parse_shape(args.shape)
-    dtype = str(values.pop("dtype", args.dtype or problem.default_cell.dtype))
-    shape = dict(problem.default_cell.shape)
-    shape.update(parse_sizes(",".join(f"{k}={v}" for k, v in values.items())))
+    shape, dtype = problem_cell(problem, args.shape, args.dtype)
     source = pipeline.load(args.file)
     require_driver()
     with GpuRunner() as runner:
@@ -280,9 +289,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     budgets = Budgets(args.budget, args.gpu_benchmarks, args.gpu_seconds, args.wall_seconds, args.agent_tokens,
                       args.benchmark_top)  # fmt: skip
+    cell = None
+    if args.shape or args.dtype:
+        from cake_core import plugins
+
+        cell = problem_cell(plugins.registry().get("problems", args.problem), args.shape, args.dtype)
     opts = RunOptions(args.problem, args.target, out, args.seed, args.agent, tuple(Path(p) for p in args.sources),
                       budgets, args.resume, args.bench_rejected, args.gpu_timeout, args.workers,
-                      tuple(sys.argv[1:]))  # fmt: skip
+                      tuple(sys.argv[1:]), cell)  # fmt: skip
     summary = run(opts)
     _print_run(out, summary)
     return 0 if summary.best is not None else 1
@@ -396,6 +410,8 @@ def add_commands(sub) -> None:
                    help="start from these schedules instead of the problem's committed ones")
     s.add_argument("--agent", help="agent plugin that proposes candidates round after round")
     s.add_argument("--seed", type=int, default=0, help="seeds the agent and the benchmark inputs")
+    s.add_argument("--shape", help="the cell's sizes, e.g. B=1,N=1048576 (default: the problem's default cell)")
+    s.add_argument("--dtype", help="the cell's element type (default: the default cell's)")
     s.add_argument("--budget", type=int, metavar="N", help="at most N candidates")
     s.add_argument("--gpu-benchmarks", type=int, metavar="N", help="at most N stage-3 dispatches of candidates")
     s.add_argument("--gpu-seconds", type=float, metavar="S", help="at most S seconds of stage-3 dispatches")

@@ -5,7 +5,10 @@ condition is known. One walk of each role body, with grid variables and ``self``
 executions of each operation by one role instance of that CTA: a persistent loop over tiles gives CTA
 0 the most tiles, so the counts are the busiest CTA's, the one that decides the kernel's time. A loop
 body is walked once, at its first trip, and its counts multiplied by the trip count; bounds of inner
-loops that depend on an outer variable are taken at that first trip.
+loops that depend on an outer variable are taken at that first trip. A condition directly in a loop's
+body that depends on the loop's variable (``if kc == KC - 1`` with ``let kc = i % KC``) is evaluated at
+each of the loop's first trips (up to :data:`SAMPLED_TRIPS`), and each branch counted for the share of
+trips that take it.
 
 A global operand whose index does not depend on a loop's variable touches the same elements on every
 trip of that loop: besides the executions, the walk counts the *distinct* executions of each global
@@ -39,7 +42,10 @@ class Counts:
 
 
 _OP, _LET, _FOR, _IF = range(4)
+#: how many trips of a loop decide the share of trips a branch on its variable takes
+SAMPLED_TRIPS = 16
 _ERRORS = (EvalError, ZeroDivisionError, TypeError, ValueError)
+_MISSING = object()
 
 
 class _Walk:
@@ -54,7 +60,7 @@ class _Walk:
         self.grid = [compile_expr(e) for e in model.kernel.grid.extents]
 
     def _block(self, model: KernelModel, body: tuple[n.Stmt, ...], comp: Compiled,
-               deps: dict[str, frozenset[str]]) -> list[tuple]:  # fmt: skip
+               deps: dict[str, frozenset[str]], loop_var: str | None = None) -> list[tuple]:  # fmt: skip
         deps = dict(deps)
         out: list[tuple] = []
         for s in body:
@@ -70,11 +76,13 @@ class _Walk:
                 deps[s.name] = _depends(s.value, deps)
                 out.append((_LET, s.name, comp(s.value)))
             elif isinstance(s, n.For):
-                inner = self._block(model, s.body, comp, {**deps, s.var: frozenset({s.var})})
+                inner = self._block(model, s.body, comp, {**deps, s.var: frozenset({s.var})}, s.var)
                 out.append((_FOR, s.var, comp(s.start), comp(s.stop), comp(s.step), inner))
             elif isinstance(s, n.If):
+                # a branch on the enclosing loop's variable: the lets before it, to evaluate it at other trips
+                lets = [x for x in out if x[0] == _LET] if loop_var in _depends(s.cond, deps) else None
                 out.append((_IF, comp(s.cond), self._block(model, s.then, comp, deps),
-                            self._block(model, s.orelse, comp, deps)))  # fmt: skip
+                            self._block(model, s.orelse, comp, deps), lets))  # fmt: skip
         return out
 
     def run(self, env: Mapping[str, Any]) -> Counts:
@@ -92,7 +100,8 @@ class _Walk:
         return out
 
 
-def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple[str, int], ...], out: Counts) -> None:
+def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple[str, int, int, int], ...],
+         out: Counts) -> None:  # fmt: skip
     for ins in prog:
         kind = ins[0]
         if kind == _OP:
@@ -100,7 +109,7 @@ def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple
             out.times[key] += mult
             for name, used in operands:
                 distinct = 1.0
-                for var, trips in loops:
+                for var, trips, _, _ in loops:
                     if var in used:
                         distinct *= trips
                 out.distinct[(key, name)] += distinct
@@ -126,13 +135,43 @@ def _run(prog: list[tuple], env: dict[str, Any], mult: float, loops: tuple[tuple
             trips = -(-(stop - start) // step)
             inner = dict(env)
             inner[var] = start
-            _run(body, inner, mult * trips, loops + ((var, trips),), out)
+            _run(body, inner, mult * trips, loops + ((var, trips, start, step),), out)
         else:
-            try:
-                taken = bool(ins[1](env))
-            except _ERRORS:
-                taken = True
-            _run(ins[2] if taken else ins[3], env, mult, loops, out)
+            share = _taken(ins[1], ins[4], env, loops[-1] if loops and ins[4] is not None else None)
+            if share > 0:
+                _run(ins[2], env if share == 1 else dict(env), mult * share, loops, out)
+            if share < 1:
+                _run(ins[3], env, mult * (1 - share), loops, out)
+
+
+def _taken(cond: Any, lets: list[tuple] | None, env: dict[str, Any], loop: tuple[str, int, int, int] | None) -> float:
+    """The share of trips that take a branch: its condition at ``env`` (1 or 0; 1 if it cannot be
+    evaluated), or, for a branch on the variable of ``loop``, over the loop's first trips with the lets
+    before the branch evaluated again at each."""
+    if loop is None:
+        try:
+            return 1.0 if cond(env) else 0.0
+        except _ERRORS:
+            return 1.0
+    var, trips, start, step = loop
+    walks = min(trips, SAMPLED_TRIPS)
+    names = [var] + [x[1] for x in lets or ()]
+    saved = [env.get(name, _MISSING) for name in names]
+    taken = 0
+    for k in range(walks):
+        env[var] = start + k * step
+        try:
+            for _, name, fn in lets or ():
+                env[name] = fn(env)
+            taken += bool(cond(env))
+        except _ERRORS:
+            taken += 1
+    for name, value in zip(names, saved, strict=True):  # the walk goes on at the trip it was at
+        if value is _MISSING:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return taken / walks
 
 
 _WALKS: weakref.WeakKeyDictionary[KernelModel, _Walk] = weakref.WeakKeyDictionary()

@@ -63,6 +63,7 @@ class RunOptions:
     gpu_timeout_s: float = 120.0
     workers: int | None = None
     argv: tuple[str, ...] = ()
+    cell: tuple[dict[str, int], str] | None = None  # (shape, dtype); default: the problem's default cell
 
 
 def seed_schedules(problem: object) -> list[Path]:
@@ -430,7 +431,8 @@ def open_ledger(opts: RunOptions, reg: Any) -> tuple[Ledger, dict[str, Any]]:
     meta = {
         "problem": problem.name, "target": tgt.name, "seed": opts.seed, "agent": opts.agent,
         "from": [str(p) for p in opts.sources], "budgets": unstructure(opts.budgets),
-        "cell": {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
+        "cell": {"shape": dict(opts.cell[0]), "dtype": opts.cell[1]} if opts.cell else
+                {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
     }  # fmt: skip
     make_dir(opts.out)
     return Ledger.create(opts.out, meta), meta
@@ -509,17 +511,19 @@ def _drive(loop: Loop) -> RunSummary:
 
 def _baseline(loop: Loop, runner: Any) -> None:
     """The problem's baseline, timed once per run in the same worker as the candidates."""
-    if getattr(loop.problem, "baseline", None) is None:
-        return
     from cake_core.loop.baseline import bench_baseline
+    from cake_core.problems.problem import baseline_of
 
+    if baseline_of(loop.problem) is None:
+        return
     row = loop.ledger.one("SELECT * FROM dispatches WHERE candidate IS NULL AND run = 0")
     if row is not None:
         loop.hook.cake_measured(run=loop.info, candidate=None, measurement=loop.measurement(row), resumed=True)
         return
     loop.ledger.attempt("dispatch:baseline")
     start = time.monotonic()
-    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed)
+    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
+                       timeout_s=max(loop.opts.gpu_timeout_s, 600.0))  # fmt: skip
     loop.record_dispatch(None, m, time.monotonic() - start)
     loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)
 

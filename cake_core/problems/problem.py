@@ -9,7 +9,10 @@ A problem plugin registers one object satisfying :class:`Problem` per problem. T
 - fresh random inputs (``make_inputs``), the work it does (``flops``, ``min_bytes``: what achieved
   FLOP/s and bytes/s are computed from), a numpy reference for small shapes (``reference``);
 - its oracle (``check``), which judges a candidate's outputs on the same inputs and answers with an
-  :class:`OracleReport`.
+  :class:`OracleReport`;
+- optionally, its baseline (``baseline``: a :class:`Baseline` or None): the implementation every
+  speed-up is reported against, timed in the same GPU worker as the candidates. The member is
+  optional so that problems written before it still register; read it with :func:`baseline_of`.
 
 Host arrays follow :mod:`cake_core.hostdata`: ``bf16`` is held as ``uint16`` bit patterns, ``f16`` as
 ``float16``, ``i32`` as ``int32``.
@@ -17,6 +20,7 @@ Host arrays follow :mod:`cake_core.hostdata`: ``bf16`` is held as ``uint16`` bit
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -196,9 +200,51 @@ class OracleReport:
         return line
 
 
+def _module_names(values: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(values)
+    bad = [v for v in out if not v.isidentifier()]
+    if bad:
+        raise ValueError(f"requirements must be top-level module names, not {bad}")
+    return out
+
+
+def _entry_spec(instance: object, attribute: attrs.Attribute, value: str) -> None:
+    module, _, function = value.partition(":")
+    if not module or not function or not all(p.isidentifier() for p in (*module.split("."), function)):
+        raise ValueError(f"baseline entry `{value}` is not `package.module:function`")
+
+
+@attrs.frozen
+class Baseline:
+    """The implementation a problem's speed-ups are measured against (its fastest known form).
+
+    ``name`` labels its measurements (``baseline:NAME``); ``summary`` says in one line what is timed.
+    ``entry`` (``package.module:function``) is imported lazily, in the GPU worker only, and called
+    there as ``entry(inputs, outputs, shape, dtype)`` with the problem's tensors as CUDA
+    ``torch.Tensor`` objects (inputs filled, outputs allocated; bf16 as ``torch.bfloat16``), the
+    cell's sizes and element type. It does every untimed preparation (operands the baseline is
+    given precomputed, autotuning) and returns the zero-argument callable that is timed: one call
+    computes every output from the inputs on torch's current stream. ``requires`` names the
+    top-level modules it imports (checked with :func:`importlib.util.find_spec`, nothing imported).
+    """
+
+    name: str
+    summary: str
+    entry: str = attrs.field(validator=_entry_spec)
+    requires: tuple[str, ...] = attrs.field(default=(), converter=_module_names)
+
+    def missing(self) -> tuple[str, ...]:
+        """The modules of ``requires`` that cannot be found here (empty when all can)."""
+        return tuple(m for m in self.requires if importlib.util.find_spec(m) is None)
+
+
 @runtime_checkable
 class Problem(Protocol):
-    """What a problem plugin registers (see the module documentation for the meaning of each member)."""
+    """What a problem plugin registers (see the module documentation for the meaning of each member).
+
+    A problem may also have ``baseline`` (a :class:`Baseline` or None). It is not a member of the
+    protocol, so that problems written before it still register; read it with :func:`baseline_of`.
+    """
 
     #: the id users pass to ``cake run`` and ``--problem``
     name: str
@@ -252,6 +298,21 @@ class Problem(Protocol):
 # ---------------------------------------------------------------------------------------------------
 # Helpers every problem can use
 # ---------------------------------------------------------------------------------------------------
+
+
+def baseline_of(problem: Problem) -> Baseline | None:
+    """The problem's :class:`Baseline`, or None where it names none (or predates the member).
+
+    Raises :class:`CakeUserError` (a fault of the plugin that registered the problem, not of Cake)
+    when ``baseline`` holds anything but a Baseline or None.
+    """
+    value = getattr(problem, "baseline", None)
+    if value is not None and not isinstance(value, Baseline):
+        raise CakeUserError(
+            f"the plugin of problem `{problem.name}` gives it a `baseline` of type {type(value).__name__}; "
+            "a cake_core.problems.problem.Baseline or None is expected"
+        )
+    return value
 
 
 def validate_cell(problem: Problem, shape: Mapping[str, int], dtype: str) -> dict[str, int]:

@@ -2,8 +2,9 @@
 
 The worker builds its backend (``module:attribute``, called with the device ordinal), reports
 ``ready`` with the device's :class:`~cake_core.runtime.device.DeviceInfo` or ``start_failed`` with
-one line of text, then serves :class:`~cake_core.runtime.protocol.RunRequest` messages until told to
-stop or until its parent goes away. After a ``fault`` reply it exits at once: a CUDA context that
+one line of text, then serves :class:`~cake_core.runtime.protocol.RunRequest` and
+:class:`~cake_core.runtime.protocol.BaselineRequest` messages until told to stop or until its parent
+goes away (a backend without ``run_baseline`` answers baseline requests ``unavailable``). After a ``fault`` reply it exits at once: a CUDA context that
 saw a sticky error cannot be trusted again, and the runner replaces the worker.
 
 Nothing here prints a traceback: every failure travels to the parent as a message. SIGINT is
@@ -13,7 +14,6 @@ watchdog thread ends the worker if its parent process dies.
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -22,17 +22,29 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from cake_core.runtime.protocol import BackendStartError, RunReply, RunRequest
+from cake_core.runtime.protocol import BackendStartError, BaselineRequest, RunReply, RunRequest, load_object
 
 
 def _load_backend(spec: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise BackendStartError(f"bad backend spec `{spec}` (expected module:attribute)", no_gpu=False)
     try:
-        return getattr(importlib.import_module(module_name), attr)
+        return load_object(spec)
+    except ValueError:
+        raise BackendStartError(f"bad backend spec `{spec}` (expected module:attribute)", no_gpu=False) from None
     except (ImportError, AttributeError) as e:
         raise BackendStartError(f"cannot load backend `{spec}`: {e}", no_gpu=False) from None
+
+
+def _serve(backend: Any, kind: str | None, request: Any) -> RunReply:
+    """The reply to one ``run`` or ``baseline`` message (a malformed one is an ``error``)."""
+    if kind == "run" and isinstance(request, RunRequest):
+        return backend.run(request)
+    if kind == "baseline" and isinstance(request, BaselineRequest):
+        run_baseline = getattr(backend, "run_baseline", None)
+        if run_baseline is None:
+            return RunReply(status="unavailable", error=f"this GPU worker's backend runs no baselines "
+                            f"({type(backend).__name__})")  # fmt: skip
+        return run_baseline(request)
+    return RunReply(status="error", error=f"unknown message to the worker: {kind!r}")
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -73,11 +85,8 @@ def main(conn: Connection, ordinal: int, backend_spec: str, parent_pid: int) -> 
         if kind == "ping":
             _send_quietly(conn, {"type": "pong"})
             continue
-        if kind != "run" or not isinstance(message.get("request"), RunRequest):
-            _send_quietly(conn, RunReply(status="error", error=f"unknown message to the worker: {kind!r}"))
-            continue
         try:
-            reply = backend.run(message["request"])
+            reply = _serve(backend, kind, message.get("request") if isinstance(message, dict) else None)
         except BaseException as e:  # noqa: BLE001 - a backend bug: report it as a fault and leave
             reply = RunReply(status="fault", error=f"the worker's backend raised {type(e).__name__}: {e}")
         if not _send_quietly(conn, reply):

@@ -17,6 +17,9 @@ primary context, one stream), loads cubins (``cuModuleLoadData``, cached by cont
    sequence on one stream;
 6. copies the fetched tensors back and frees everything.
 
+:meth:`CudaExecutor.time_work` is that timing loop (5.) on its own: a problem's baseline, run in the
+same worker by :mod:`cake_core.runtime.baseline_host`, is timed by it too.
+
 Every CUDA return code is checked. A sticky error (illegal address, launch failure, ...) or any
 error after which the context no longer synchronizes makes the reply ``fault``; the worker then
 exits and the runner starts a fresh one. Nothing here ever resets the device.
@@ -29,6 +32,7 @@ import hashlib
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,7 +40,7 @@ import numpy as np
 from cake_core.runtime.device import DeviceInfo
 from cake_core.runtime.plan import KernelLaunch, Plan, ScalarArg, TensorArg, TensorMapArg, Timing
 from cake_core.runtime.prepare import host_dtype, poison_fill, scalar_value, tensor_nbytes, validate_run
-from cake_core.runtime.protocol import BackendStartError, RunReply, RunRequest
+from cake_core.runtime.protocol import BackendStartError, BaselineRequest, RunReply, RunRequest
 
 __all__ = ["STICKY_ERRORS", "CudaError", "CudaExecutor", "encode_tensor_map", "pack_params"]
 
@@ -356,7 +360,8 @@ class CudaExecutor:
 
     # ------------------------------------------------------------------------------------ running
 
-    def _poison(self, fills: list[tuple[Any, Any]]) -> None:
+    def poison(self, fills: list[tuple[Any, Any]]) -> None:
+        """Enqueue on :attr:`stream` the poison of every ``(device pointer, PoisonFill)``."""
         cu, s = self.cu, self.stream
         for ptr, fill in fills:
             if fill.count == 0:
@@ -409,12 +414,24 @@ class CudaExecutor:
         problems = validate_run(request.plan, request.inputs, request.fetch, request.timing)
         if problems:
             return RunReply(status="error", error="bad plan: " + "; ".join(problems))
+        return self._guarded(lambda allocations, events, phases: self._run(request, allocations, events, phases))
+
+    def run_baseline(self, request: BaselineRequest) -> RunReply:
+        """Run a problem's baseline on this executor's stream (:mod:`cake_core.runtime.baseline_host`);
+        never raises."""
+        from cake_core.runtime.baseline_host import run_baseline
+
+        return self._guarded(lambda allocations, events, phases: run_baseline(self, request, events, phases))
+
+    def _guarded(self, body: Callable[[list[Any], list[Any], dict[str, float]], RunReply]) -> RunReply:
+        """``body(allocations, events, phases)``'s reply, or a failure reply; then free what it created
+        (unless the context broke: a ``fault`` reply, after which the worker exits)."""
         allocations: list[Any] = []
         events: list[Any] = []
         phases: dict[str, float] = {}
         broken = False
         try:
-            return self._run(request, allocations, events, phases)
+            return body(allocations, events, phases)
         except CudaError as e:
             broken = e.sticky or self._context_broken()
             return RunReply(status="fault" if broken else "error", error=str(e), phases_s=phases, cuda_error=e.name)
@@ -434,6 +451,54 @@ class CudaExecutor:
                     self.cu.cuEventDestroy(ev)
                 for ptr in allocations:
                     self.cu.cuMemFree(ptr)
+
+    def time_work(
+        self, timing: Timing, before: Callable[[], None], work: Callable[[], None], events: list[Any]
+    ) -> tuple[list[float], list[str]]:
+        """Time ``work`` (which enqueues on :attr:`stream`) as every plan is timed.
+
+        ``timing.warmup`` calls, then ``timing.reps`` calls, each preceded outside the timed region by
+        ``before`` (the poison) and, with ``timing.flush_l2``, an L2 flush (a memset over
+        ``flush_bytes``); CUDA events around each timed call. Returns the samples in ms and notes.
+        The events created are appended to ``events`` (the caller destroys them).
+        """
+        cu, info = self.cu, self.info
+        notes: list[str] = []
+        for _ in range(timing.warmup):
+            before()
+            work()
+        self._sync("after warm-up")
+        flush = None
+        flush_count = 0
+        if timing.flush_l2:
+            flush_count = max(timing.flush_bytes // 4, 1)
+            flush = self._flush_buffer(flush_count * 4)
+            if flush_count * 4 < 2 * info.l2_bytes:
+                notes.append(
+                    f"the L2 flush buffer ({flush_count * 4} B) is smaller than twice the L2 ({info.l2_bytes} B)"
+                )
+        first = len(events)
+        for r in range(timing.reps):
+            start = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
+            events.append(start)
+            end = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
+            events.append(end)
+            before()
+            if flush is not None:
+                _check(
+                    cu,
+                    "cuMemsetD32Async(L2 flush)",
+                    cu.cuMemsetD32Async(flush, (r * 2654435761) & 0xFFFFFFFF, flush_count, self.stream),
+                )
+            _check(cu, "cuEventRecord(start)", cu.cuEventRecord(start, self.stream))
+            work()
+            _check(cu, "cuEventRecord(end)", cu.cuEventRecord(end, self.stream))
+        self._sync("after timed repetitions")
+        samples = []
+        for r in range(timing.reps):
+            start, end = events[first + 2 * r], events[first + 2 * r + 1]
+            samples.append(float(_check(cu, "cuEventElapsedTime", cu.cuEventElapsedTime(start, end))))
+        return samples, notes
 
     def _run(
         self, request: RunRequest, allocations: list[Any], events: list[Any], phases: dict[str, float]
@@ -508,47 +573,20 @@ class CudaExecutor:
         t2 = time.perf_counter()
         samples: list[float] = []
         if timing is None:
-            self._poison(fills)
+            self.poison(fills)
             for i, (launch, fn, packed) in enumerate(launches):
                 self._launch(i, launch, fn, packed)
                 if request.sync_each_launch:
                     self._sync(f"after launch {i}, `{launch.function}`")
             self._sync("end of run")
         else:
-            for _ in range(timing.warmup):
-                self._poison(fills)
+
+            def work() -> None:
                 for i, (launch, fn, packed) in enumerate(launches):
                     self._launch(i, launch, fn, packed)
-            self._sync("after warm-up")
-            flush = None
-            flush_count = 0
-            if timing.flush_l2:
-                flush_count = max(timing.flush_bytes // 4, 1)
-                flush = self._flush_buffer(flush_count * 4)
-                if flush_count * 4 < 2 * info.l2_bytes:
-                    notes.append(
-                        f"the L2 flush buffer ({flush_count * 4} B) is smaller than twice the L2 ({info.l2_bytes} B)"
-                    )
-            for r in range(timing.reps):
-                start = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
-                events.append(start)
-                end = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
-                events.append(end)
-                self._poison(fills)
-                if flush is not None:
-                    _check(
-                        cu,
-                        "cuMemsetD32Async(L2 flush)",
-                        cu.cuMemsetD32Async(flush, (r * 2654435761) & 0xFFFFFFFF, flush_count, self.stream),
-                    )
-                _check(cu, "cuEventRecord(start)", cu.cuEventRecord(start, self.stream))
-                for i, (launch, fn, packed) in enumerate(launches):
-                    self._launch(i, launch, fn, packed)
-                _check(cu, "cuEventRecord(end)", cu.cuEventRecord(end, self.stream))
-            self._sync("after timed repetitions")
-            for r in range(timing.reps):
-                ms = _check(cu, "cuEventElapsedTime", cu.cuEventElapsedTime(events[2 * r], events[2 * r + 1]))
-                samples.append(float(ms))
+
+            samples, timing_notes = self.time_work(timing, lambda: self.poison(fills), work, events)
+            notes.extend(timing_notes)
         phases["run_s"] = time.perf_counter() - t2
 
         # Results.

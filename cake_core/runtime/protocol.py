@@ -4,24 +4,39 @@ Everything that crosses the pipe is plain picklable data: attrs classes of this 
 :mod:`cake_core.runtime.plan`, numpy arrays, strings and numbers. A worker hosts one *backend*
 (:class:`Backend`): the CUDA driver executor in production, a fake in tests of the process machinery.
 A backend that cannot start raises :class:`BackendStartError`.
+
+Two requests exist: :class:`RunRequest` runs a launch plan; :class:`BaselineRequest` runs a problem's
+baseline (a Python function named ``module:function``, imported in the worker) on the same kind of
+inputs. Both are answered with a :class:`RunReply`. :func:`load_object` resolves a
+``module:attribute`` name, for backends and baselines alike.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import importlib
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 
 from cake_core.runtime.device import DeviceInfo
-from cake_core.runtime.plan import Plan, Timing
+from cake_core.runtime.plan import Plan, TensorSpec, Timing
 
-__all__ = ["STATUSES", "Backend", "BackendStartError", "RunReply", "RunRequest"]
+__all__ = [
+    "STATUSES",
+    "Backend",
+    "BackendStartError",
+    "BaselineRequest",
+    "RunReply",
+    "RunRequest",
+    "load_object",
+]
 
 #: The outcomes of a run: ``ok``; ``fault`` (a sticky CUDA error or a crashed worker: the worker is
 #: replaced); ``timeout`` (the worker was killed after ``timeout_s``); ``error`` (a bad plan or a
-#: CUDA error that left the context usable).
-STATUSES = ("ok", "fault", "timeout", "error")
+#: CUDA error that left the context usable); ``unavailable`` (a baseline whose code cannot be
+#: imported in the worker, or a backend that runs no baselines).
+STATUSES = ("ok", "fault", "timeout", "error", "unavailable")
 
 
 class BackendStartError(Exception):
@@ -48,6 +63,32 @@ class RunRequest:
 
 
 @attrs.frozen
+class BaselineRequest:
+    """Run the baseline ``entry`` (``module:function``, see :class:`~cake_core.problems.problem.Baseline`)
+    once (``timing`` None) or prepare, warm up and time it, exactly as a plan is timed; send back the
+    ``fetch`` tensors.
+
+    ``tensors`` declares the problem's tensors at this cell (inputs, whose arrays are ``inputs``, and
+    outputs, allocated and poisoned by the worker before every call); ``shape`` and ``dtype`` are the
+    cell, passed on to the entry.
+    """
+
+    name: str
+    entry: str
+    tensors: tuple[TensorSpec, ...] = attrs.field(converter=tuple)
+    inputs: dict[str, np.ndarray] = attrs.field(eq=False)
+    fetch: tuple[str, ...] = attrs.field(converter=tuple)
+    shape: dict[str, int] = attrs.field(converter=dict)
+    dtype: str
+    timing: Timing | None = None
+
+    @property
+    def label(self) -> str:
+        """What results are labelled with: ``baseline:NAME``."""
+        return f"baseline:{self.name}"
+
+
+@attrs.frozen
 class RunReply:
     """What the worker sends back for one :class:`RunRequest`."""
 
@@ -62,10 +103,25 @@ class RunReply:
 
 
 class Backend(Protocol):
-    """What a worker hosts. Constructed in the worker as ``factory(ordinal)``."""
+    """What a worker hosts. Constructed in the worker as ``factory(ordinal)``.
+
+    A backend may also have ``run_baseline(request: BaselineRequest) -> RunReply`` (the CUDA executor
+    has); the worker answers baseline requests ``unavailable`` for one that has not.
+    """
 
     def device_info(self) -> DeviceInfo: ...
 
     def run(self, request: RunRequest) -> RunReply: ...
 
     def close(self) -> None: ...
+
+
+def load_object(spec: str) -> Any:
+    """The object a ``module:attribute`` name refers to, importing the module.
+
+    Raises ValueError for a malformed name and ImportError (or AttributeError) when it cannot be loaded.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"bad name `{spec}` (expected module:attribute)")
+    return getattr(importlib.import_module(module_name), attr)

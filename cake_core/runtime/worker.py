@@ -11,7 +11,11 @@ with multiprocessing's *spawn* context (never fork); the worker initializes CUDA
   worker is gone and the next run starts a fresh one;
 - ``timeout``: no answer within ``timeout_s`` (a kernel that never finishes); the runner killed the
   worker, and the next run starts a fresh one;
-- ``error``: a bad plan or a CUDA error that left the context usable (the worker is kept).
+- ``error``: a bad plan or a CUDA error that left the context usable (the worker is kept);
+- ``unavailable``: (baselines only) the worker cannot import the baseline, or its backend runs none.
+
+:meth:`GpuRunner.run_baseline` runs a problem's baseline (a torch function, see
+:class:`~cake_core.runtime.protocol.BaselineRequest`) in the same worker, timed as plans are.
 
 Usage::
 
@@ -44,7 +48,7 @@ from cake_core.runtime import _child
 from cake_core.runtime.device import DeviceInfo, require_driver
 from cake_core.runtime.plan import Plan, Timing
 from cake_core.runtime.prepare import validate_run
-from cake_core.runtime.protocol import RunReply, RunRequest
+from cake_core.runtime.protocol import BaselineRequest, RunReply, RunRequest
 
 __all__ = ["DEFAULT_BACKEND", "GpuRunner", "RunResult", "WorkerStartError"]
 
@@ -306,34 +310,59 @@ class GpuRunner:
         t0 = time.monotonic()
         fetch_names = tuple(fetch) if fetch is not None else tuple(t.name for t in plan.tensors if t.kind == "output")
         arrays = {k: np.ascontiguousarray(v) for k, v in inputs.items()}
-
-        def result(reply: RunReply, worker: _Worker | None) -> RunResult:
-            samples = tuple(reply.samples_ms)
-            return RunResult(
-                status=reply.status,
-                plan=plan.label,
-                error=reply.error,
-                outputs=dict(reply.outputs),
-                samples_ms=samples,
-                median_ms=statistics.median(samples) if samples else None,
-                timing=timing,
-                device=worker.info if worker else self._info,
-                functions=dict(reply.functions),
-                phases_s=dict(reply.phases_s),
-                notes=tuple(reply.notes),
-                cuda_error=reply.cuda_error,
-                worker_pid=worker.pid if worker else None,
-                wall_s=time.monotonic() - t0,
-            )
-
         problems = validate_run(plan, arrays, fetch_names, timing)
         if problems:
-            return result(RunReply(status="error", error="bad plan: " + "; ".join(problems)), None)
+            reply = RunReply(status="error", error="bad plan: " + "; ".join(problems))
+            return self._result(plan.label, timing, t0, reply, None)
         request = RunRequest(
             plan=plan, inputs=arrays, fetch=fetch_names, timing=timing, sync_each_launch=sync_each_launch
         )
+        return self._exchange("run", request, plan.label, timing, timeout_s, t0)
+
+    def run_baseline(self, request: BaselineRequest, *, timeout_s: float = 600.0) -> RunResult:
+        """Run a problem's baseline in the worker (see :class:`~cake_core.runtime.protocol.BaselineRequest`).
+
+        The same contract as :meth:`run`: the result's ``plan`` is ``baseline:NAME``, its status one
+        of :data:`~cake_core.runtime.protocol.STATUSES` (``unavailable`` where the worker cannot import
+        the baseline or its backend runs none). ``timeout_s`` covers the first request's imports and
+        autotuning too.
+        """
+        t0 = time.monotonic()
+        request = attrs.evolve(request, inputs={k: np.ascontiguousarray(v) for k, v in request.inputs.items()})
+        return self._exchange("baseline", request, request.label, request.timing, timeout_s, t0)
+
+    def _result(
+        self, label: str, timing: Timing | None, t0: float, reply: RunReply, worker: _Worker | None
+    ) -> RunResult:
+        samples = tuple(reply.samples_ms)
+        return RunResult(
+            status=reply.status,
+            plan=label,
+            error=reply.error,
+            outputs=dict(reply.outputs),
+            samples_ms=samples,
+            median_ms=statistics.median(samples) if samples else None,
+            timing=timing,
+            device=worker.info if worker else self._info,
+            functions=dict(reply.functions),
+            phases_s=dict(reply.phases_s),
+            notes=tuple(reply.notes),
+            cuda_error=reply.cuda_error,
+            worker_pid=worker.pid if worker else None,
+            wall_s=time.monotonic() - t0,
+        )
+
+    def _exchange(
+        self, kind: str, request: RunRequest | BaselineRequest, label: str, timing: Timing | None,
+        timeout_s: float, t0: float,
+    ) -> RunResult:  # fmt: skip
+        """Send one request of ``kind`` to the worker and turn whatever happens into a RunResult."""
+
+        def result(reply: RunReply, worker: _Worker | None) -> RunResult:
+            return self._result(label, timing, t0, reply, worker)
+
         try:
-            payload = ForkingPickler.dumps({"type": "run", "request": request})
+            payload = ForkingPickler.dumps({"type": kind, "request": request})
         except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value in the plan
             return result(RunReply(status="error", error=f"the request cannot be sent to a worker: {e}"), None)
 

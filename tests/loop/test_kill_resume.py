@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from cake_core.loop.ledger import Ledger
 
 
@@ -72,3 +73,43 @@ def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(tmp_p
     assert _redone(killed) == []
     sessions = sqlite3.connect(killed / "ledger.sqlite").execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
     assert sessions >= 2  # it was resumed, not restarted
+
+
+@pytest.mark.gpu
+def test_sigkill_on_the_gpu_path_then_resume_takes_measurements_from_the_ledger(tmp_path: Path) -> None:
+    """On a GPU: kills land in stage 3 too; the resumed run measures each candidate once (what was recorded is
+    read back, not measured again) and ends with what an uninterrupted run has, times aside."""
+    from cake_core.runtime.device import driver_status
+
+    ok, reason = driver_status()
+    if not ok:
+        pytest.skip(f"no NVIDIA driver here: {reason}")
+    cell = ("--shape", "B=2,N=8192,K=256,D=128")
+    env = dict(os.environ)
+    whole = tmp_path / "whole"
+    p = _start(whole, env, *cell)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    rng = random.Random(7)
+    killed = tmp_path / "killed"
+    kills = 0
+    for _ in range(4):
+        resume = ("--resume",) if (killed / "ledger.sqlite").exists() else cell
+        p = _start(killed, env, *resume)
+        time.sleep(rng.uniform(2.0, 12.0))
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            kills += 1
+        p.communicate(timeout=600)
+    resume = ("--resume",) if (killed / "ledger.sqlite").exists() else cell
+    p = _start(killed, env, *resume)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    assert kills >= 1
+    assert _redone(killed) == []
+    a, b = Ledger.open(whole, {}).contents(), Ledger.open(killed, {}).contents()
+    for table in ("meta", "versions", "rounds", "candidates", "diagnostics", "filtered"):
+        assert a[table] == b[table], table
+    verdicts = "SELECT impl, status, correct FROM dispatches ORDER BY impl"
+    assert sqlite3.connect(whole / "ledger.sqlite").execute(verdicts).fetchall() == \
+        sqlite3.connect(killed / "ledger.sqlite").execute(verdicts).fetchall()  # fmt: skip

@@ -21,6 +21,8 @@ class Interrupt:
 
     @hookimpl
     def cake_measured(self, candidate, measurement, resumed) -> None:  # type: ignore[no-untyped-def]
+        if candidate is None:  # the problem's baseline (the fake backend has none to run)
+            return
         (self.resumed if resumed else self.new).append(measurement.impl)
         if self.after is not None and len(self.new) == self.after:
             raise KeyboardInterrupt

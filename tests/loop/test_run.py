@@ -182,3 +182,12 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, capsys) -> None:
     rc, _, err = _run(capsys, tmp_path / "run")
     assert rc == 2 and "already holds a run" in err and err.count("\n") == 1
     assert (tmp_path / "run" / "ledger.sqlite").read_bytes() == ledger
+
+
+def test_the_cell_can_be_chosen(tmp_path: Path, capsys) -> None:
+    rc, _, _ = _run(capsys, tmp_path, "--shape", "B=1,N=4099", "--dtype", "f16", "--budget", "1")
+    assert rc == 0
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["cell"] == {"shape": {"B": 1, "N": 4099, "K": 1024, "D": 128}, "dtype": "f16"}
+    rc, _, err = _run(capsys, tmp_path / "bad", "--shape", "Q=3")
+    assert rc == 2 and "has no size `Q`" in err and err.count("\n") == 1

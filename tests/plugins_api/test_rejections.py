@@ -165,11 +165,13 @@ def test_an_unrelated_unknown_hook_lists_the_hooks() -> None:
         __name__ = "odd"
 
         @hookimpl
-        def cake_frobnicate(self) -> None:
+        def cake_xyzzy_plugh(self) -> None:
             pass
 
-    with pytest.raises(CakeUserError, match=r"`cake_frobnicate`, a hook Cake does not define \(hooks: cake_register_"):
+    with pytest.raises(CakeUserError, match=r"`cake_xyzzy_plugh`, a hook Cake does not define \(hooks: ") as caught:
         plugins.load(extra=[Plugin()])
+    listed = str(caught.value).split("(hooks: ")[1].rstrip(")").split(", ")
+    assert "cake_register_targets" in listed and "cake_run_started" in listed and listed == sorted(listed)
 
 
 def test_a_hook_without_hookimpl_is_rejected() -> None:

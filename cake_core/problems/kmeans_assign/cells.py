@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cake_core.problems.problem import Cell
+
+if TYPE_CHECKING:
+    from cake_core.ir.nodes import Module
+
+#: the committed schedules of kmeans-assign
+SCHEDULES = Path(__file__).resolve().parent / "schedules"
 
 
 def _cell(b: int, n: int, k: int, d: int, dtype: str = "bf16", note: str = "") -> Cell:
@@ -37,3 +46,15 @@ def _ampere_sweep() -> tuple[dict[str, int], ...]:
 #: the 48 settings of ampere.cake's constants (kernel `assign`) the GPU tests run and the cost model is
 #: ranked over: tile rows, columns and k chunk, ring depth, and 4 or 8 warps
 AMPERE_SWEEP: tuple[dict[str, int], ...] = _ampere_sweep()
+
+
+def ampere_variant(values: Mapping[str, int]) -> tuple[Module, str]:
+    """ampere.cake with the constants of its kernel `assign` set to ``values`` (one of
+    :data:`AMPERE_SWEEP`), and its text: the one way the tests, the benchmarks and the cost-model ranking
+    build a variant (``pipeline.Source(*ampere_variant(values))``)."""
+    from cake_core.ir.parser import parse_file
+    from cake_core.ir.printer import print_module
+    from cake_core.ir.transform import set_consts
+
+    module = set_consts(parse_file(SCHEDULES / "ampere.cake")[0], dict(values), kernel="assign")
+    return module, print_module(module)

@@ -12,11 +12,13 @@ import numpy as np
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import random_values, storage_dtype
 from cake_core.problems.kmeans_assign import oracle
+from cake_core.problems.kmeans_assign.baseline import FLASH_KMEANS
 from cake_core.problems.kmeans_assign.cells import CHECK_CELLS, DEFAULT_CELL
 from cake_core.problems.problem import (
     METHOD_CUDA,
     METHOD_NUMPY,
     ORACLE_METHODS,
+    Baseline,
     Cell,
     OracleReport,
     SizeDecl,
@@ -67,6 +69,8 @@ class KMeansAssign:
     )
     default_cell: ClassVar[Cell] = DEFAULT_CELL
     cells: ClassVar[tuple[Cell, ...]] = CHECK_CELLS
+    #: flash-kmeans with ||x||^2 given, autotuned: its fastest form
+    baseline: ClassVar[Baseline | None] = FLASH_KMEANS
 
     # -- inputs and work ------------------------------------------------------------------------------
 

@@ -13,13 +13,16 @@ dram            every tensor the kernel touches, once, plus the share of its re-
                 where the target has one)
 l2              the global bytes the CTAs move that they have not moved before (a re-read on every trip of
                 a loop its index does not depend on is a cache hit), at 64 B per clock per SM
-shared          shared-memory bytes, and the cache hits above, at 128 B per clock per SM
+shared          shared-memory bytes, and the cache hits above, at 128 B per clock per SM; a load from
+                shared memory into a register tile whose layout gives each warp of a warp grid its own
+                copy (``mma_a``, ``mma_b`` fragments) moves every copy
 tensor          tensor-core flops at the target's dense rate for the element type (the measured rate
                 where the target has one)
 fp32            other flops at the fp32 rate
-issue           instructions the CUDA cores issue (one per register-tile element a thread holds, per
-                operation), 4 warp instructions per clock per SM
-sync            barrier waits of the busiest CTA, ~64 clocks each, on its critical path
+issue           instructions the CUDA cores issue (one per register-tile element a thread holds, copies
+                included, per operation), 4 warp instructions per clock per SM
+sync            barrier waits of the busiest CTA (mbarrier waits and CTA-wide barriers such as
+                ``bar.sync``), ~64 clocks each, on its critical path
 latency         one memory round trip (~1 us) per CTA wave: a pipeline's first stage
 launch          3 us per kernel launch
 ==============  ===================================================================================
@@ -50,7 +53,7 @@ from cake_core.ir.program import kernel_spec
 from cake_core.ir.sema import CheckCtx
 from cake_core.target import Target
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: clocks and per-clock rates the model assumes where the target record has no figure
 L2_BYTES_PER_CLOCK_PER_SM = 64
@@ -170,12 +173,16 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
             ctx = ctx_of[id(typed.role)] = CheckCtx(model, typed.role, target)
         c = typed.prim.cost(typed, ctx)
         threads = typed.role.per * 32
-        per_thread = 1.0
+        per_thread = copies = 1.0
         for o in typed.outs + typed.ins:
             shape = static_shape(o) if o.kind is Kind.REGISTERS else None
             if shape:
-                per_thread = max(per_thread, numel(shape) / threads)
-        waits, moves = 0, []
+                held = _held_elements(model, o, shape)
+                per_thread = max(per_thread, held / threads)
+                if o in typed.outs:
+                    copies = max(copies, held / max(numel(shape), 1))
+        shared_bytes = c.shared_bytes * copies if any(o.kind is Kind.SHARED for o in typed.ins) else c.shared_bytes
+        waits, moves = int(typed.prim.cta_barrier), []
         for e in typed.prim.effects(typed):
             if e.barrier is BarrierAction.WAIT:
                 waits += 1
@@ -183,12 +190,24 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
                 shape = static_shape(e.operand)
                 if shape is not None and e.operand.dtype is not None:
                     moves.append((e.operand.name, float(numel(shape) * e.operand.dtype.bytes)))
-        ops.append(_OpWork(id(typed.op), typed.role.instances, c.shared_bytes, c.tensor_flops, c.dtype or "bf16",
+        ops.append(_OpWork(id(typed.op), typed.role.instances, shared_bytes, c.tensor_flops, c.dtype or "bf16",
                            c.flops - c.tensor_flops, per_thread * typed.role.per, waits, tuple(moves)))  # fmt: skip
     params = [(p.name, tuple(compile_expr(x) for x in p.shape), model.param_dtype(p).bytes)
               for p in model.kernel.params if p.tier == "global"]  # fmt: skip
     _STATIC[model] = (ops, params)
     return ops, params
+
+
+def _held_elements(model: KernelModel, operand: Any, shape: tuple[int, ...]) -> float:
+    """Elements of a register operand the role instance's threads hold together: the tile's own count,
+    or more where its layout gives each warp of a warp grid its own copy (an ``mma_a`` fragment is
+    held by every warp of a grid row, so ``WN`` times)."""
+    info = model.regs.get(operand.name) if operand.name else None
+    if info is None or operand.dtype is None:
+        return float(numel(shape))
+    whole = numel(info.shape)
+    held = info.layout.regs_per_thread * 4 * info.layout.threads / operand.dtype.bytes
+    return numel(shape) * max(1.0, held / max(whole, 1))
 
 
 def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 
 from cake_core import cli, pipeline, plugins
 from cake_core.problems import kmeans_assign
+from cake_core.problems.kmeans_assign.cells import AMPERE_SWEEP, ampere_variant
 
 SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128, "T": "bf16"}
@@ -68,3 +69,35 @@ def test_cake_cost_without_every_size_is_one_line(capsys: pytest.CaptureFixture)
     assert cli.main(["cost", str(SCHEDULES / "hopper.cake"), "--target", "h200", "--shape", "B=2"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "give D, K, N, T with --shape" in line
+
+
+def _variant(values: dict):
+    """ampere.cake with its constants set to ``values``, estimated at the reference cell."""
+    reg = plugins.registry()
+    cand = pipeline.Candidate(pipeline.Source(*ampere_variant(values)), reg.get("targets", "h200"))
+    return reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, CELL)
+
+
+def test_the_hopper_schedules_rank_ahead_of_every_ampere_variant_at_the_reference_cell() -> None:
+    """Measured on the H200 (bench/results/2026-12-01-h200-cost-rank-2.json): hopper 1.09 ms, hopper_overlap
+    1.11 ms, the fastest Ampere variant measured 2.39 ms. Roofline 0.1.0 put ampere ahead (0.80 against 0.81)."""
+    slowest_hopper = max(_estimate(name).ms for name in ("hopper", "hopper_overlap"))
+    assert slowest_hopper < min(_variant(values).ms for values in AMPERE_SWEEP)
+
+
+def test_every_warp_of_a_warp_grid_loads_its_own_fragment_copy() -> None:
+    """ldmatrix fills `mma_a(WM, WN)` (held by the WN warps of a grid row) and `mma_b` (by the WM warps of a
+    column): per k16 step a CTA reads 32 * (WN * BM + WM * BN) bytes, 8 KiB with a 2x2 grid of 64x64 and
+    12 KiB with 4x2. The tile, the ring and everything else are the same, so the shared term grows."""
+    four = _variant({"BM": 64, "BN": 64, "BK": 32, "S": 2, "WM": 2, "WN": 2}).launches[1]
+    eight = _variant({"BM": 64, "BN": 64, "BK": 32, "S": 2, "WM": 4, "WN": 2}).launches[1]
+    assert eight.ctas == four.ctas
+    assert 1.3 < eight.terms["shared"] / four.terms["shared"] < 1.5
+
+
+def test_a_cta_barrier_is_a_wait_on_the_critical_path() -> None:
+    """ampere.cake has one bar.sync per k chunk: half as many chunks, half the barrier time per wave."""
+    bk32 = _variant({"BM": 128, "BN": 128, "BK": 32, "S": 2, "WM": 2, "WN": 2}).launches[1]
+    bk64 = _variant({"BM": 128, "BN": 128, "BK": 64, "S": 2, "WM": 2, "WN": 2}).launches[1]
+    assert bk64.terms["sync"] > 0
+    assert bk32.terms["sync"] / bk32.waves == pytest.approx(2 * bk64.terms["sync"] / bk64.waves, rel=0.1)
