@@ -1,11 +1,19 @@
-"""Stage 3: run a candidate on the GPU with evidence.
+"""Stage 3: run a candidate on the GPU with evidence, and keep what cheats out of the ranking.
 
 For one problem cell: the candidate's compiled specialization (built and compiled once, by the
-:class:`~cake_core.pipeline.Candidate`), run on fresh random inputs with poisoned outputs and
-check every output element with the problem's oracle; time it (warm-up, CUDA events, L2 flushed
-between repetitions, median of many) on other fresh inputs and check that run's outputs again;
-check the cubin's SASS for every instruction the schedule claims. Every outcome, failures included,
-becomes a :class:`Measurement` record (the JSON format of ``bench/results/``).
+:class:`~cake_core.pipeline.Candidate`) is
+
+1. run twice on the same fresh random inputs, outputs poisoned before each run; the two runs' outputs
+   must agree bit for bit (a kernel that reads uninitialized memory, or races, differs: status
+   ``nondeterministic``), and every output element must pass the problem's oracle (``wrong``);
+2. timed (warm-up, CUDA events, L2 flushed between repetitions, median of many) on other fresh inputs;
+   a median below the floor (:func:`cake_core.cost.floor.floor_ms`, when given) is a measurement not to
+   trust: status ``quarantined``, whatever the oracle says of that run;
+3. checked again on the timed run's outputs.
+
+The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
+outputs that hold NaN or Inf. Every outcome, failures included, becomes a :class:`Measurement` record (the
+JSON format of ``bench/results/``); only status ``ok`` with ``correct`` may be ranked.
 """
 
 from __future__ import annotations
@@ -17,18 +25,33 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
+from cake_core.hostdata import decode
 from cake_core.ir.model import CheckedModule
-from cake_core.ir.types import DTYPE_NAMES
+from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.lower.program import build_plan
 from cake_core.pipeline import Candidate
 from cake_core.problems.problem import Problem
-from cake_core.runtime.plan import Timing
+from cake_core.runtime.plan import Plan, Timing
+
+
+#: what a :class:`Measurement`'s ``status`` may be; only ``ok`` with ``correct`` may be ranked
+STATUSES = ("ok", "wrong", "nondeterministic", "quarantined", "fault", "timeout", "error", "compile-error")
 
 
 @attrs.frozen
 class Measurement:
-    """One implementation at one cell in one run: the record format of ``bench/results/*.json``."""
+    """One implementation at one cell in one run: the record format of ``bench/results/*.json``.
+
+    ``status`` is one of :data:`STATUSES`: ``ok`` (checked, timed and checked again, every verdict passed:
+    ``correct``), ``wrong`` (a verdict failed), ``nondeterministic`` (two runs on the same inputs
+    gave different outputs; ``differing`` counts the elements), ``quarantined`` (the median beat
+    ``floor_ms``, the least time the target allows: the timing is not to be trusted), or a failure of
+    the run itself (``fault``, ``timeout``, ``error``, ``compile-error``). ``error`` says why in one line.
+    ``oracle`` holds each verdict in order. ``median_ms`` and ``samples`` are kept for a quarantined
+    candidate too (they are the evidence).
+    """
 
     problem: str
     shape: dict[str, int]
@@ -42,13 +65,15 @@ class Measurement:
     median_ms: float | None
     samples: list[float]
     correct: bool
-    status: str = "ok"  # ok, wrong, fault, timeout, error, compile-error
+    status: str = "ok"  # one of STATUSES
     error: str | None = None
     oracle: list[str] = attrs.field(factory=list)
     sass: dict[str, Any] | None = None
     resources: dict[str, Any] | None = None
     hash: str | None = None
     tflops: float | None = None
+    floor_ms: float | None = None
+    differing: int | None = None
 
 
 def git_commit(path: str | Path = ".") -> str:
@@ -96,15 +121,48 @@ def bench_candidate(
     run: int = 0,
     timeout_s: float = 120.0,
     commit: str | None = None,
+    floor_ms: float | None = None,
 ) -> Measurement:
-    """Check, time and check again one well-typed candidate at one cell; the measurement is also kept
-    in ``candidate.measurements``. Never raises for a failing candidate: a compile error, fault,
-    timeout or wrong answer is a record with its status."""
+    """Check (twice, for determinism), time and check again one well-typed candidate at one cell; the
+    measurement is also kept in ``candidate.measurements``. ``timeout_s`` bounds each run (a kernel that
+    never finishes ends as ``timeout``; the runner replaces its worker and serves the next candidate);
+    ``floor_ms`` is the least time the cell can take on the target (:func:`cake_core.cost.floor.floor_ms`),
+    a median below it ends as ``quarantined``. Never raises for a failing candidate: a compile error,
+    fault, timeout, nondeterminism, wrong answer or impossible time is a record with its status."""
     base = dict(problem=problem.name, shape=dict(shape), dtype=dtype, target=candidate.target.name, date=today(),
-                commit=commit or git_commit(), impl=impl, run=run)  # fmt: skip
+                commit=commit or git_commit(), impl=impl, run=run, floor_ms=floor_ms)  # fmt: skip
     m = _measure(candidate, problem, shape, dtype, runner, base, timing, seed, timeout_s)
     candidate.measurements.append(m)
     return m
+
+
+def differing_elements(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """For every tensor of ``first``: how many elements differ bit for bit from ``second`` (0 if none)."""
+    out = {}
+    for name, a in first.items():
+        b = second.get(name)
+        if b is None or a.shape != b.shape or a.dtype != b.dtype:
+            out[name] = a.size
+            continue
+        bits = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+        av, bv = (a.view(bits), b.view(bits)) if bits is not None else (a, b)
+        out[name] = int(np.count_nonzero(av != bv))
+    return out
+
+
+def nonfinite_text(plan: Plan, arrays: Mapping[str, np.ndarray]) -> str | None:
+    """``"`out` holds 3 NaN and 1 Inf of 4096 elements; ..."`` for every floating tensor of ``arrays``
+    (named in ``plan``) holding NaN or Inf; ``None`` if none does."""
+    parts = []
+    for name, arr in arrays.items():
+        dt = DType(plan.tensor(name).dtype)
+        if not dt.is_float or dt in (DType.FP8E4M3, DType.FP8E5M2):
+            continue
+        values = decode(arr, dt)
+        nan, inf = int(np.isnan(values).sum()), int(np.isinf(values).sum())
+        if nan or inf:
+            parts.append(f"`{name}` holds {nan} NaN and {inf} Inf of {values.size} elements")
+    return "; ".join(parts) or None
 
 
 def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], dtype: str, runner: Any,
@@ -130,31 +188,53 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
             "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
             "error": finding.error}  # fmt: skip
     oracle: list[str] = []
+    kept = dict(sass=sass, resources=resources, hash=lowered.hash)
 
-    def fail(status: str, error: str | None, gpu: str | None) -> Measurement:
-        return Measurement(**base, gpu=gpu, median_ms=None, samples=[], correct=False, status=status, error=error,
-                           oracle=oracle, sass=sass, resources=resources, hash=lowered.hash)  # fmt: skip
+    def fail(status: str, error: str | None, gpu: str | None, **more: Any) -> Measurement:
+        return Measurement(**base, gpu=gpu, median_ms=more.pop("median_ms", None), samples=more.pop("samples", []),
+                           correct=False, status=status, error=error, oracle=oracle, **kept, **more)  # fmt: skip
+
+    def judge(when: str, inputs: Mapping[str, np.ndarray], result: Any) -> str | None:
+        """The oracle's verdict on ``result`` (kept in ``oracle``); its summary, with NaN and Inf named, if
+        it fails, else ``None``."""
+        report = problem.check(inputs, result.outputs, shape, dtype, runner=runner)
+        oracle.append(f"{when}: " + report.summary())
+        if report.passed:
+            return None
+        named = nonfinite_text(plan, result.outputs)
+        return report.summary() + (f"; {named}" if named else "")
 
     inputs = problem.make_inputs(shape, dtype, seed)
     first = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
     if not first.ok:
         return fail(first.status, first.error, first.gpu_name)
-    report = problem.check(inputs, first.outputs, shape, dtype, runner=runner)
-    oracle.append("before timing: " + report.summary())
-    if not report.passed:
-        return fail("wrong", report.summary(), first.gpu_name)
+    again = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
+    if not again.ok:
+        return fail(again.status, again.error, again.gpu_name)
+    differ = differing_elements(first.outputs, again.outputs)
+    wrong = judge("before timing", inputs, first)
+    if any(differ.values()):
+        text = ", ".join(f"{n} of {first.outputs[k].size} elements of `{k}`" for k, n in differ.items() if n)
+        return fail("nondeterministic", f"two runs on the same inputs differ bit for bit: {text}", again.gpu_name,
+                    differing=sum(differ.values()))  # fmt: skip
+    if wrong:
+        return fail("wrong", wrong, first.gpu_name, differing=0)
     if timing is None:
         return Measurement(**base, gpu=first.gpu_name, median_ms=None, samples=[], correct=True, oracle=oracle,
-                           sass=sass, resources=resources, hash=lowered.hash)  # fmt: skip
+                           differing=0, **kept)  # fmt: skip
     inputs = problem.make_inputs(shape, dtype, seed + 1)
     timed = runner.run(plan, inputs, fetch=outputs, timing=timing, timeout_s=timeout_s)
     if not timed.ok:
         return fail(timed.status, timed.error, timed.gpu_name)
-    report = problem.check(inputs, timed.outputs, shape, dtype, runner=runner)
-    oracle.append("after timing: " + report.summary())
-    correct = report.passed
     median = timed.median_ms
+    samples = list(timed.samples_ms)
+    wrong = judge("after timing", inputs, timed)
+    floor = base["floor_ms"]
+    if floor is not None and median is not None and median < floor:
+        return fail("quarantined", f"quarantined: beats the floor: measured {median:.4g} ms, the least this cell "
+                    f"can take on {base['target']} is {floor:.4g} ms", timed.gpu_name, median_ms=median,
+                    samples=samples, differing=0)  # fmt: skip
     tflops = problem.flops(shape) / (median * 1e-3) / 1e12 if median else None
-    return Measurement(**base, gpu=timed.gpu_name, median_ms=median, samples=list(timed.samples_ms),
-                       correct=correct, status="ok" if correct else "wrong", oracle=oracle, sass=sass,
-                       resources=resources, hash=lowered.hash, tflops=tflops)  # fmt: skip
+    return Measurement(**base, gpu=timed.gpu_name, median_ms=median, samples=samples, correct=wrong is None,
+                       status="ok" if wrong is None else "wrong", error=wrong, oracle=oracle, tflops=tflops,
+                       differing=0, **kept)  # fmt: skip
