@@ -1,5 +1,7 @@
 """Stage 2 for one candidate, in a worker process: type check and verifier rules, the interpreter gate, an
-NVRTC compile of the specialization the run's cell needs, and the cost model's estimate.
+NVRTC compile of the specialization the run's cell needs, and the cost model's estimate, which must not be
+below the floor (:mod:`cake_core.cost.floor`): a kernel predicted faster than the cell's bytes and FLOPs allow
+skips work that the interpreter gate's small shapes did not show.
 
 :func:`filter_candidate` takes and returns plain data (the source text in, a
 :class:`~cake_core.loop.records.FilterOutcome` out), so :func:`filter_all` can run candidates in a process
@@ -37,6 +39,7 @@ class FilterJob:
     target: str
     shape: dict[str, int]
     dtype: str
+    floor_ms: float | None = None  # the least time the cell can take on the target (cake_core.cost.floor)
 
 
 def _first(diags: Sequence[Diagnostic]) -> str:
@@ -100,6 +103,12 @@ def filter_candidate(job: FilterJob, cand: Candidate | None = None) -> FilterOut
         terms = {k: round(v, 6) for k, v in longest.terms.items()} if longest is not None else {}
         estimate = EstimateSummary(f"{model.name} {model.version}", est.calibrated, round(est.ms, 6), est.bound,
                                    terms)  # fmt: skip
+    if estimate is not None and job.floor_ms is not None and estimate.ms < job.floor_ms:
+        return done(status="rejected", gate="floor", verify=verify, interp=interp, interp_seconds=interp_s,
+                    compile=summary, estimate=estimate,
+                    reason=f"predicted {estimate.ms:.4g} ms, below the {job.floor_ms:.4g} ms the cell's bytes and "
+                           f"FLOPs take at the target's peak rates: it cannot be doing all the problem's work "
+                           f"(or {estimate.model} undercounts it)")  # fmt: skip
     return done(status="compiled", verify=verify, interp=interp, interp_seconds=interp_s, compile=summary,
                 estimate=estimate)  # fmt: skip
 

@@ -1,6 +1,7 @@
 """Stage 4: every finding of a round as a typed record sent where it can be acted on (``docs/loop.md``).
 
-- **candidate** (the agent's feedback): a gate refused it (``rejected-verify``, ``rejected-interp``), the
+- **candidate** (the agent's feedback): a gate refused it (``rejected-verify``, ``rejected-interp``, or
+  ``below-floor``: the cost model predicts it faster than the cell's bytes and FLOPs allow), the
   compiler warned (``compiler-warning``), its measurement is not to be trusted (``quarantined``), or a GPU
   failure confirmed what stage 2 had refused (``confirmed-on-gpu``, with ``--bench-rejected``).
 - **verifier**: the GPU found what stage 2 let through (``wrong-on-gpu``, ``fault-on-gpu``, ``timeout-on-gpu``,
@@ -59,10 +60,14 @@ def _static(rnd: int, c: CandidateInfo, o: FilterOutcome, reproduce: Reproduce) 
                 f"{d.code} {d.slug}: {d.message}", rnd, c.id, str(d.primary),
                 {"gate": o.gate, "code": d.code, "slug": d.slug, "plugin": d.plugin, "reproducer": how}, text,
             ))  # fmt: skip
-        if not seen:  # refused without a diagnostic: the interpreter could not run it, a lowering gap, NVRTC
-            dest, kind = {"lower": ("vocabulary", "not-lowered"), "compile": ("verifier", "compile-escape")}.get(
-                o.gate or "", ("candidate", f"rejected-{o.gate}"))  # fmt: skip
-            out.append(Finding(dest, kind, o.reason or "rejected", rnd, c.id, None, {"gate": o.gate}, c.source))
+        if not seen:  # refused without a diagnostic: the interpreter could not run it, a lowering gap, NVRTC,
+            # an estimate under the floor
+            dest, kind = {"lower": ("vocabulary", "not-lowered"), "compile": ("verifier", "compile-escape"),
+                          "floor": ("candidate", "below-floor")}.get(o.gate or "", ("candidate", f"rejected-{o.gate}"))  # fmt: skip
+            evidence: dict[str, Any] = {"gate": o.gate}
+            if o.estimate is not None:
+                evidence |= {"predicted_ms": o.estimate.ms, "bound": o.estimate.bound, "model": o.estimate.model}
+            out.append(Finding(dest, kind, o.reason or "rejected", rnd, c.id, None, evidence, c.source))
     elif o.compile is not None:
         for w in o.compile.warnings:
             out.append(Finding("candidate", "compiler-warning", w, rnd, c.id, None, {"arch": o.compile.arch}, c.source))

@@ -31,6 +31,7 @@ import attrs
 
 from cake_core import pipeline
 from cake_core.convert import structure, unstructure
+from cake_core.cost.floor import floor_ms
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
@@ -112,6 +113,7 @@ class Loop:
         self.prior_wall = self._prior_wall()
         self.stages: dict[str, str] = {}
         self.stopped: str | None = None
+        self.floor_ms = floor_ms(self.problem, self.shape, self.dtype, self.tgt)
         #: candidates loaded in this process, by ledger id: their products (checked module, compiled cubin)
         #: go down the stages with them where the stages run here
         self.loaded: dict[int, pipeline.Candidate] = {}
@@ -268,7 +270,7 @@ class Loop:
         for c in todo:
             self.ledger.attempt(f"filter:{c.id}")
         jobs = [FilterJob(c.id, c.source, c.path or f"{c.name}.cake", self.problem.name, self.tgt.name, self.shape,
-                          self.dtype) for c in todo]  # fmt: skip
+                          self.dtype, self.floor_ms) for c in todo]  # fmt: skip
         by_id = {c.id: c for c in todo}
         for job, outcome in filter_all(jobs, workers=self.opts.workers, local=self.loaded):
             self.record_outcome(job.key, outcome)
@@ -294,7 +296,8 @@ class Loop:
 
     def survivors(self, rnd: int) -> list[CandidateInfo]:
         """The round's candidates stage 3 takes: the most promising compiled ones by predicted time, then (with
-        ``--bench-rejected``) those refused by a verifier rule or the interpreter gate, which can still run."""
+        ``--bench-rejected``) those refused by a verifier rule, the interpreter gate or the floor, which can still
+        run."""
         top = self.budgets.benchmark_top or DEFAULT_BENCHMARK_TOP
         compiled = self.ledger.rows(
             "SELECT c.id FROM candidates c JOIN filtered f ON f.candidate = c.id WHERE c.round = ? AND "
@@ -303,7 +306,7 @@ class Loop:
         if self.opts.bench_rejected:
             ids += [r["candidate"] for r in self.ledger.rows(
                 "SELECT f.candidate FROM filtered f JOIN candidates c ON f.candidate = c.id WHERE c.round = ? AND "
-                "f.status = 'rejected' AND f.gate IN ('verify', 'interp') AND NOT EXISTS (SELECT 1 FROM diagnostics "
+                "f.status = 'rejected' AND f.gate IN ('verify', 'interp', 'floor') AND NOT EXISTS (SELECT 1 FROM diagnostics "
                 "d WHERE d.candidate = c.id AND d.severity = 'error' AND d.code LIKE 'CK%') ORDER BY c.id", (rnd,))]  # fmt: skip
         by_id = {c.id: c for c in self.candidates("round = ?", (rnd,))}
         return [by_id[i] for i in ids]
@@ -326,7 +329,7 @@ class Loop:
                 pipeline.load_text(c.source, c.path or f"{c.name}.cake"), self.tgt, self.reg)
             start = time.monotonic()
             m = bench_candidate(cand, self.problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
-                                timeout_s=self.opts.gpu_timeout_s)  # fmt: skip
+                                timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
             self.record_dispatch(c.id, m, time.monotonic() - start)
             self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
             made += 1
