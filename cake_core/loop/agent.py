@@ -30,6 +30,7 @@ class Parent:
     name: str
     ms: float | None
     measured: bool
+    how: str = ""  # how it was made, as its proposal said (an agent may keep a tactic chain there)
 
 
 @attrs.frozen

@@ -252,7 +252,7 @@ class Loop:
         out = []
         for c, ms, measured in ranked[:count]:
             out.append(Parent(pipeline.load_text(c.source, c.path or f"{c.name}.cake").module, c.hash, c.name, ms,
-                              measured))  # fmt: skip
+                              measured, c.how))  # fmt: skip
         return out
 
     # -- 2. filter -----------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from cake_core.ir.primitive import Access, Kind, Primitive
 from cake_core.ir.printer import print_module
 from cake_core.loop.agent import Agent, Parent, Proposal
 from cake_core.loop.records import Finding
-from cake_core.loop.tactic import Tactic
+from cake_core.loop.tactic import Application, Tactic
 from cake_core.problems.problem import Problem
 from cake_core.target import Feature, Target
 from cake_core.verify.rule import Rule, RuleContext
@@ -78,11 +78,17 @@ class RenameKernels:
     """A tactic that renames every kernel: the structural hash must not notice."""
 
     name: str = "rename-kernels"
+    precondition: str = "the module has no program (launches name kernels; this small tactic does not follow them)"
 
-    def apply(self, module: n.Module, target: Target, rng: random.Random) -> n.Module | None:
+    def applications(self, module: n.Module, target: Target) -> list[Application]:
         if module.program is not None:
-            return None  # launches name kernels; not handled by this small tactic
-        kernels = tuple(attrs.evolve(k, name=f"{k.name}_{rng.randrange(1000)}") for k in module.kernels)
+            return []
+        return [Application(self.name, k.name, {"suffix": s}) for k in module.kernels for s in ("a", "b")]
+
+    def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
+        suffix = application.params["suffix"]
+        kernels = tuple(attrs.evolve(k, name=f"{k.name}_{suffix}") if k.name == application.site else k
+                        for k in module.kernels)  # fmt: skip
         return attrs.evolve(module, kernels=kernels)
 
 
@@ -194,8 +200,11 @@ def test_hook_cake_register_tactics() -> None:
     tactic: Tactic = reg.get("tactics", "rename-kernels")
     assert isinstance(tactic, Tactic)
     module = parse(KERNEL, "k.cake")
-    renamed = tactic.apply(module, reg.get("targets", "example-gpu"), random.Random(1))
-    assert renamed is not None and renamed.kernels[0].name != "k"
+    target = reg.get("targets", "example-gpu")
+    apps = tactic.applications(module, target)
+    assert [a.key for a in apps] == ["rename-kernels@k(suffix=a)", "rename-kernels@k(suffix=b)"]
+    renamed = tactic.apply(module, target, apps[1])
+    assert renamed.kernels[0].name == "k_b" and module.kernels[0].name == "k"
     assert structural_hash(renamed) == structural_hash(module)
 
 
