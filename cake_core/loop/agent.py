@@ -17,7 +17,7 @@ import attrs
 
 if TYPE_CHECKING:
     from cake_core.ir.nodes import Module
-    from cake_core.loop.records import Finding
+    from cake_core.loop.records import Finding, RunInfo
     from cake_core.target import Target
 
 
@@ -42,12 +42,23 @@ class Proposal:
     parent: str | None = None  # the parent's hash
 
 
+@attrs.frozen
+class Feedback:
+    """A finding routed to a candidate, with that candidate's hash and how it was made (its proposal's ``how``),
+    so that an agent can tell which of its moves the finding is about."""
+
+    finding: Finding
+    hash: str
+    how: str
+
+
 @runtime_checkable
 class Agent(Protocol):
     name: str
 
-    def propose(self, parents: Sequence[Parent], feedback: Sequence[Finding], target: Target, count: int,
-                rng: random.Random) -> tuple[Sequence[Proposal], int]:  # fmt: skip
+    def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
+                count: int, rng: random.Random) -> tuple[Sequence[Proposal], int]:  # fmt: skip
         """Up to ``count`` new candidates and the tokens it spent making them (0 for an agent that uses no
-        language model), given the best ``parents`` and the findings routed to the candidates so far."""
+        language model), given the run (its problem and cell), the best ``parents`` and the findings routed to
+        the candidates so far."""
         ...

@@ -35,7 +35,7 @@ from cake_core.cost.floor import floor_ms
 from cake_core.diagnostics.diagnostic import Diagnostic, DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir.hashing import structural_hash
-from cake_core.loop.agent import Parent
+from cake_core.loop.agent import Feedback, Parent
 from cake_core.loop.benchmark import Measurement
 from cake_core.loop.filter import FilterJob, filter_all
 from cake_core.loop.ledger import Ledger, dumps, now
@@ -234,9 +234,12 @@ class Loop:
         from cake_core.ir.printer import print_module
 
         parents = self.parents()
-        feedback = [f for f in self.findings() if f.destination == "candidate"]
+        by_id = {c.id: c for c in self.candidates()}
+        feedback = [Feedback(f, by_id[f.candidate].hash, by_id[f.candidate].how) for f in self.findings()
+                    if f.destination == "candidate" and f.candidate is not None]  # fmt: skip
         count = 8 if left is None else max(0, min(8, left))
-        proposals, tokens = self.agent.propose(parents, feedback, self.tgt, count, random.Random(f"{self.seed}:{rnd}"))
+        proposals, tokens = self.agent.propose(self.info, parents, feedback, self.tgt, count,
+                                               random.Random(f"{self.seed}:{rnd}"))  # fmt: skip
         out = []
         for i, p in enumerate(proposals):
             name, text = f"{self.agent.name}-r{rnd}-{i}", print_module(p.module)

@@ -15,9 +15,9 @@ import pytest
 from cake_core import plugins
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.transform import set_consts
-from cake_core.loop.agent import Parent, Proposal
+from cake_core.loop.agent import Feedback, Parent, Proposal
 from cake_core.loop.ledger import Ledger
-from cake_core.loop.records import Budgets, Finding
+from cake_core.loop.records import Budgets, RunInfo
 from cake_core.loop.run import RunOptions, run
 from cake_core.problems.kmeans_assign.cells import AMPERE_SWEEP
 from cake_core.runtime import device
@@ -31,8 +31,8 @@ class Retile:
     def __init__(self) -> None:
         self.feedback_seen: list[int] = []
 
-    def propose(self, parents: Sequence[Parent], feedback: Sequence[Finding], target: object, count: int,
-                rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+    def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: object,
+                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
         self.feedback_seen.append(len(feedback))
         best = parents[0]
         picks = rng.sample(range(len(AMPERE_SWEEP)), k=count)

@@ -26,8 +26,8 @@ from cake_core.ir.model import CheckedModule
 from cake_core.ir.parser import parse
 from cake_core.ir.primitive import Access, Kind, Primitive
 from cake_core.ir.printer import print_module
-from cake_core.loop.agent import Agent, Parent, Proposal
-from cake_core.loop.records import Finding
+from cake_core.loop.agent import Agent, Feedback, Parent, Proposal
+from cake_core.loop.records import Budgets, RunInfo
 from cake_core.loop.tactic import Application, Tactic
 from cake_core.problems.problem import Problem
 from cake_core.target import Feature, Target
@@ -98,8 +98,8 @@ class EchoAgent:
 
     name: str = "echo"
 
-    def propose(self, parents: Sequence[Parent], feedback: Sequence[Finding], target: Target, count: int,
-                rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+    def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
+                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
         out = [Proposal(parse(print_module(p.module), p.module.path), "echoed", p.hash) for p in parents]
         return out[:count], 0
 
@@ -214,7 +214,8 @@ def test_hook_cake_register_agents() -> None:
     assert isinstance(agent, Agent)
     module = parse(KERNEL, "k.cake")
     parent = Parent(module, structural_hash(module), "k", None, False)
-    (child,), tokens = agent.propose([parent, parent], [], reg.get("targets", "h200"), 1, random.Random(0))
+    run = RunInfo("k", "h200", "out", 0, Budgets(), {"shape": {"N": 64}, "dtype": "f32"})
+    (child,), tokens = agent.propose(run, [parent, parent], [], reg.get("targets", "h200"), 1, random.Random(0))
     assert structural_hash(child.module) == parent.hash and child.parent == parent.hash and tokens == 0
 
 
