@@ -312,7 +312,9 @@ def _print_run(out: Path, summary) -> None:  # type: ignore[no-untyped-def]
     against the baseline, and each rejected candidate's first diagnostic in one line."""
     record = json.loads((out / "run.json").read_text())
     rows = []
-    for c in record["candidates"]:
+    ranked = sorted(record["candidates"], key=lambda c: (c["status"] != "measured", c["measured_ms"] or 0.0,
+                                                         c["predicted_ms"] is None, c["predicted_ms"] or 0.0))  # fmt: skip
+    for c in ranked:
         pred, ms = c["predicted_ms"], c["measured_ms"]
         rows.append((c["name"], c["origin"], c["status"], "-" if pred is None else f"{pred:.3f}",
                      "-" if ms is None else f"{ms:.3f}"))  # fmt: skip
