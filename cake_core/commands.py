@@ -301,8 +301,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from cake_core.loop.progress import Progress
 
-    with Progress(Console(stderr=True)) as progress:
-        summary = run(opts, observers=[progress], log=progress.note)
+    try:
+        with Progress(Console(stderr=True)) as progress:
+            summary = run(opts, observers=[progress], log=progress.note)
+    except KeyboardInterrupt:
+        if (out / "ledger.sqlite").exists():
+            sys.stderr.write(f"interrupted: what was recorded stays in {out}; continue with "
+                             f"`cake run {args.problem} --target {args.target} --out {out} --resume`\n")  # fmt: skip
+            return 130
+        raise
     _print_run(out, summary)
     return 0 if summary.best is not None else 1
 

@@ -113,3 +113,24 @@ def test_sigkill_on_the_gpu_path_then_resume_takes_measurements_from_the_ledger(
     verdicts = "SELECT impl, status, correct FROM dispatches ORDER BY impl"
     assert sqlite3.connect(whole / "ledger.sqlite").execute(verdicts).fetchall() == \
         sqlite3.connect(killed / "ledger.sqlite").execute(verdicts).fetchall()  # fmt: skip
+
+
+def test_ctrl_c_says_how_to_resume_and_resuming_finishes(tmp_path: Path) -> None:
+    out, env = tmp_path / "run", _env(tmp_path / "cache")
+    p = _start(out, env)
+    deadline = time.monotonic() + 60
+    while not (out / "ledger.sqlite").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=600)
+    if p.returncode == 0:
+        pytest.skip("the run finished before the interrupt landed")
+    lines = err.decode().splitlines()
+    assert p.returncode == 130 and "Traceback" not in err.decode()
+    assert lines[-1] == (f"interrupted: what was recorded stays in {out}; continue with "
+                         f"`cake run kmeans-assign --target h200 --out {out} --resume`")  # fmt: skip
+    p = _start(out, env, "--resume")
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err.decode()
+    assert (out / "best.cake").exists()
