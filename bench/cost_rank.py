@@ -155,27 +155,6 @@ def _compile(recipe: tuple[str, tuple[tuple[str, int], ...]], values: dict[str, 
     return time.perf_counter() - start, None
 
 
-class SameInputs:
-    """The problem, with the inputs of each (shape, dtype, seed) made once: every kernel of a shape is
-    checked and timed on the same data, and the reference cell's 512 MiB of points are drawn twice,
-    not twice per kernel."""
-
-    def __init__(self, problem: Any) -> None:
-        self._problem = problem
-        self._made: dict[tuple, dict[str, np.ndarray]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._problem, name)
-
-    def make_inputs(self, shape: Mapping[str, int], dtype: str, seed: int) -> dict[str, np.ndarray]:
-        key = (tuple(sorted(shape.items())), dtype, seed)
-        if key not in self._made:
-            if self._made and next(iter(self._made))[:2] != key[:2]:
-                self._made.clear()  # a new shape: the last one's arrays go
-            self._made[key] = self._problem.make_inputs(shape, dtype, seed)
-        return self._made[key]
-
-
 # --------------------------------------------------------------------------------------------------- main
 
 
@@ -199,6 +178,7 @@ def main() -> int:
 
     from cake_core import pipeline, plugins
     from cake_core.loop.benchmark import bench_candidate, git_commit, program_values
+    from cake_core.problems.problem import SameInputs
 
     reg = plugins.registry()
     commit = git_commit(ROOT)

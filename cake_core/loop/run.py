@@ -43,6 +43,7 @@ from cake_core.loop.records import (
     Budgets, CandidateInfo, CompileSummary, EstimateSummary, FilterOutcome, Finding, RunInfo, RunSummary, Spent,
 )  # fmt: skip
 from cake_core.paths import make_dir
+from cake_core.problems.problem import SameInputs
 
 #: how many of a round's compiled candidates stage 3 takes when no budget says otherwise
 DEFAULT_BENCHMARK_TOP = 8
@@ -114,6 +115,8 @@ class Loop:
         self.stages: dict[str, str] = {}
         self.stopped: str | None = None
         self.floor_ms = floor_ms(self.problem, self.shape, self.dtype, self.tgt)
+        #: stage 3's view of the problem: every dispatch of the run checks and times on the same inputs, made once
+        self.bench_problem = SameInputs(self.problem)
         #: candidates loaded in this process, by ledger id: their products (checked module, compiled cubin)
         #: go down the stages with them where the stages run here
         self.loaded: dict[int, pipeline.Candidate] = {}
@@ -331,7 +334,7 @@ class Loop:
             cand = self.loaded.get(c.id) or pipeline.Candidate(
                 pipeline.load_text(c.source, c.path or f"{c.name}.cake"), self.tgt, self.reg)
             start = time.monotonic()
-            m = bench_candidate(cand, self.problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
+            m = bench_candidate(cand, self.bench_problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
                                 timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
             self.record_dispatch(c.id, m, time.monotonic() - start)
             self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
@@ -553,7 +556,7 @@ def _baseline(loop: Loop, runner: Any) -> None:
         return
     loop.ledger.attempt("dispatch:baseline")
     start = time.monotonic()
-    m = bench_baseline(loop.problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
+    m = bench_baseline(loop.bench_problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
                        timeout_s=max(loop.opts.gpu_timeout_s, 600.0))  # fmt: skip
     loop.record_dispatch(None, m, time.monotonic() - start)
     loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)

@@ -392,3 +392,27 @@ def failed_report(
         tolerance=tolerance,
         seconds=seconds,
     )
+
+
+class SameInputs:
+    """A problem whose inputs for each (shape, dtype, seed) are made once and kept, read-only: every candidate
+    of a run (and the baseline) is checked and timed on the same data, and the reference cell's 512 MiB of
+    points are drawn once per seed, not once per candidate. It keeps one shape's inputs at a time."""
+
+    def __init__(self, problem: Problem) -> None:
+        self._problem = problem
+        self._made: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._problem, name)
+
+    def make_inputs(self, shape: Mapping[str, int], dtype: str, seed: int) -> dict[str, np.ndarray]:
+        key = (tuple(sorted(shape.items())), dtype, seed)
+        if key not in self._made:
+            if self._made and next(iter(self._made))[:2] != key[:2]:
+                self._made.clear()  # a new shape: the last one's arrays go
+            made = self._problem.make_inputs(shape, dtype, seed)
+            for arr in made.values():
+                arr.flags.writeable = False  # shared by every run on this cell: nobody may change them
+            self._made[key] = made
+        return self._made[key]
