@@ -1,0 +1,107 @@
+"""Fixtures of the cake-agent-search tests: a small tactic of the tests' own (a ladder of compile-time constants),
+registries holding it and no other tactic, and the run information of the kmeans-assign reference cell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from cake_core import pipeline, plugins
+from cake_core.hookspecs import hookimpl
+from cake_core.ir import nodes as n
+from cake_core.ir.hashing import structural_hash
+from cake_core.ir.transform import set_consts
+from cake_core.loop.agent import Parent
+from cake_core.loop.records import Budgets, RunInfo
+from cake_core.loop.tactic import Application, Tactic
+
+SCHEDULES = Path(pipeline.__file__).resolve().parent / "problems" / "kmeans_assign" / "schedules"
+LADDER = (16, 32, 64, 128, 256)
+
+
+class ConstLadder:
+    """Moves a compile-time constant of a kernel one rung up or down ``LADDER``: the tests' stand-in for a
+    tile-shape tactic (site ``KERNEL.CONST``, params ``value``)."""
+
+    name = "test-ladder"
+    precondition = "the kernel has the constant, written as a literal on the ladder"
+
+    def __init__(self, consts: Sequence[str] = ("BM", "BN", "BK", "R")) -> None:
+        self.consts = tuple(consts)
+
+    def applications(self, module: n.Module, target: object) -> list[Application]:
+        out = []
+        for k in module.kernels:
+            for c in k.consts:
+                if c.name not in self.consts or not isinstance(c.value, n.Num) or c.value.value not in LADDER:
+                    continue
+                rung = LADDER.index(int(c.value.value))
+                for r in (rung - 1, rung + 1):
+                    if 0 <= r < len(LADDER):
+                        out.append(Application(self.name, f"{k.name}.{c.name}", {"value": LADDER[r]}))
+        return out
+
+    def apply(self, module: n.Module, target: object, application: Application) -> n.Module:
+        kernel, const = application.site.split(".")
+        return set_consts(module, {const: int(application.params["value"])}, kernel=kernel)
+
+
+def tactics_plugin(*tactics: Tactic) -> object:
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
+            for t in tactics:
+                register(t)
+
+    return Plugin()
+
+
+@pytest.fixture
+def use_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., plugins.Registry]]:
+    """Makes the process-wide registry from every installed plugin except those that register one of the
+    categories ``without`` (tactics by default, so that a tactic package installed beside this one changes
+    nothing here), plus the in-process plugins given."""
+
+    def make(*extra: object, without: Sequence[str] = ("tactics",)) -> plugins.Registry:
+        monkeypatch.delenv(plugins.ALLOW_ENV, raising=False)
+        everything = plugins.load()
+        keep = [name for name, info in everything.plugins.items()
+                if not info.builtin and not set(without) & set(everything.registered_by(name))]  # fmt: skip
+        monkeypatch.setenv(plugins.ALLOW_ENV, ",".join(keep))
+        reg = plugins.load(extra=extra)
+        monkeypatch.setattr(plugins, "_REGISTRY", reg)
+        return reg
+
+    yield make
+    plugins.reset()
+
+
+@pytest.fixture
+def registry(use_plugins: Callable[..., plugins.Registry]) -> plugins.Registry:
+    """Installed plugins, the test's ladder as the only tactic."""
+    return use_plugins(tactics_plugin(ConstLadder()))
+
+
+@pytest.fixture
+def const_ladder() -> type[ConstLadder]:
+    return ConstLadder
+
+
+@pytest.fixture
+def run_info() -> RunInfo:
+    return RunInfo("kmeans-assign", "h200", "-", 0, Budgets(), {"shape": {"B": 32, "N": 65536, "K": 1024, "D": 128},
+                                                               "dtype": "bf16"})  # fmt: skip
+
+
+@pytest.fixture
+def seed() -> Callable[..., Parent]:
+    """A committed schedule as a round-0 parent (its ``how`` is what the loop records for a ``--from`` file)."""
+
+    def make(name: str, ms: float | None = None, measured: bool = False) -> Parent:
+        module = pipeline.load(SCHEDULES / f"{name}.cake").module
+        return Parent(module, structural_hash(module), name, ms, measured, f"read from {SCHEDULES / name}.cake")
+
+    return make
