@@ -86,6 +86,12 @@ def registry(use_plugins: Callable[..., plugins.Registry]) -> plugins.Registry:
 
 
 @pytest.fixture
+def schedules() -> Path:
+    """The committed kmeans-assign schedules."""
+    return SCHEDULES
+
+
+@pytest.fixture
 def const_ladder() -> type[ConstLadder]:
     return ConstLadder
 
