@@ -70,6 +70,8 @@ class Built:
 
 
 class SearchAgent:
+    """The ``search`` agent (the module docstring says how it proposes)."""
+
     name = "search"
 
     def __init__(self, tactics: Sequence[Tactic] | None = None) -> None:
@@ -87,10 +89,10 @@ class SearchAgent:
         win = measured_win(parents)
         moves = _moves(parents, chains, tactics, target, refusal, rng)
         keys = [math.log(1.0 - rng.random()) / m.weight for m in moves]  # Efraimidis-Spirakis, larger first
-        order = [m for _, _, m in sorted(((-k, i, m) for i, (k, m) in enumerate(zip(keys, moves))),
-                                         key=lambda x: (x[0], x[1]))]  # fmt: skip
-        exploit = [m for m in order if win is not None and win in (m.base, m.donor)]
-        others = [m for m in order if not (win is not None and win in (m.base, m.donor))]
+        order = [moves[i] for i in sorted(range(len(moves)), key=lambda i: (-keys[i], i))]
+        on_win = [win is not None and win in (m.base, m.donor) for m in order]
+        exploit = [m for m, w in zip(order, on_win) if w]
+        others = [m for m, w in zip(order, on_win) if not w]
         need = (count + 1) // 2 if exploit else 0
         seen = {p.hash for p in parents} | {h for c in chains for h in (c.root, *c.lineage)} | set(refusal.hashes)
         built = _build(exploit, POOL_FACTOR * need, parents, chains, tactics, target, seen, True)

@@ -1,5 +1,6 @@
-"""Fixtures of the cake-agent-search tests: a small tactic of the tests' own (a ladder of compile-time constants),
-registries holding it and no other tactic, and the run information of the kmeans-assign reference cell."""
+"""Fixtures of the cake-agent-search tests: small tactics of the tests' own (a ladder of compile-time constants, and
+a move the verifier refuses), registries holding them and no other tactic, the committed kmeans-assign schedules
+as parents, and the run information of the kmeans-assign reference cell."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import attrs
 import pytest
 from cake_core import pipeline, plugins
 from cake_core.hookspecs import hookimpl
@@ -48,6 +50,32 @@ class ConstLadder:
         return set_consts(module, {const: int(application.params["value"])}, kernel=kernel)
 
 
+class Unmask:
+    """Drops the bounds mask of a kernel's top-level ``store``: a move the verifier refuses (CR108, the store runs
+    past the tensor's end), for the tests of how refusals steer the agent (site ``KERNEL.ROLE.INDEX``)."""
+
+    name = "test-unmask"
+    precondition = "a role has a top-level store with a bounds mask"
+
+    def applications(self, module: n.Module, target: object) -> list[Application]:
+        return [Application(self.name, f"{k.name}.{r.name}.{i}")
+                for k in module.kernels for r in k.roles for i, st in enumerate(r.body)
+                if isinstance(st, n.Op) and st.name == "store" and st.attr("oob") is not None]  # fmt: skip
+
+    def apply(self, module: n.Module, target: object, application: Application) -> n.Module:
+        kernel, role, index = application.site.split(".")
+
+        def unmasked(r: n.Role) -> n.Role:
+            st = r.body[int(index)]
+            body = list(r.body)
+            body[int(index)] = attrs.evolve(st, attrs=tuple(a for a in st.attrs if a.key != "oob"))
+            return attrs.evolve(r, body=tuple(body))
+
+        kernels = [attrs.evolve(k, roles=tuple(unmasked(r) if r.name == role else r for r in k.roles))
+                   if k.name == kernel else k for k in module.kernels]  # fmt: skip
+        return attrs.evolve(module, kernels=tuple(kernels))
+
+
 def tactics_plugin(*tactics: Tactic) -> object:
     class Plugin:
         @staticmethod
@@ -63,15 +91,15 @@ def tactics_plugin(*tactics: Tactic) -> object:
 def use_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., plugins.Registry]]:
     """Makes the process-wide registry from every installed plugin except those that register one of the
     categories ``without`` (tactics by default, so that a tactic package installed beside this one changes
-    nothing here), plus the in-process plugins given."""
+    nothing here), plus the in-process plugins and the ``tactics`` given."""
 
-    def make(*extra: object, without: Sequence[str] = ("tactics",)) -> plugins.Registry:
+    def make(*extra: object, tactics: Sequence[Tactic] = (), without: Sequence[str] = ("tactics",)) -> plugins.Registry:
         monkeypatch.delenv(plugins.ALLOW_ENV, raising=False)
         everything = plugins.load()
         keep = [name for name, info in everything.plugins.items()
                 if not info.builtin and not set(without) & set(everything.registered_by(name))]  # fmt: skip
         monkeypatch.setenv(plugins.ALLOW_ENV, ",".join(keep))
-        reg = plugins.load(extra=extra)
+        reg = plugins.load(extra=[*extra, tactics_plugin(*tactics)])
         monkeypatch.setattr(plugins, "_REGISTRY", reg)
         return reg
 
@@ -82,7 +110,12 @@ def use_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., plugi
 @pytest.fixture
 def registry(use_plugins: Callable[..., plugins.Registry]) -> plugins.Registry:
     """Installed plugins, the test's ladder as the only tactic."""
-    return use_plugins(tactics_plugin(ConstLadder()))
+    return use_plugins(tactics=[ConstLadder()])
+
+
+@pytest.fixture
+def unmask() -> type[Unmask]:
+    return Unmask
 
 
 @pytest.fixture

@@ -74,12 +74,7 @@ def test_the_best_predicted_moves_are_proposed_fastest_first(use_plugins, run_in
         def cake_register_cost_models(register) -> None:  # type: ignore[no-untyped-def]
             register(RungModel())
 
-        @staticmethod
-        @hookimpl
-        def cake_register_tactics(register) -> None:  # type: ignore[no-untyped-def]
-            register(const_ladder())
-
-    reg = use_plugins(Plugin(), without=("tactics", "cost_models"))
+    reg = use_plugins(Plugin(), tactics=[const_ladder()], without=("tactics", "cost_models"))
     # naive's four moves (each R one rung down or up) predict 768, 1344, 1536 and 2688
     proposals, _ = _propose(reg, run_info, [seed("naive")], count=2)
     assert [read_chain(p.how).steps for p in proposals] == [(_rung("assign.R", 64),), (_rung("centroid_norms.R", 64),)]

@@ -32,7 +32,9 @@ def _run(out: Path, seed: int, naive: Path) -> None:
     assert rc == 0
 
 
-def test_a_run_evolves_from_naive_and_one_seed_makes_one_ledger(registry, schedules: Path, tmp_path: Path) -> None:
+def test_a_run_evolves_from_naive_and_one_seed_makes_one_ledger(use_plugins, const_ladder, unmask,
+                                                                schedules: Path, tmp_path: Path) -> None:  # fmt: skip
+    registry = use_plugins(tactics=[const_ladder(), unmask()])
     naive = schedules / "naive.cake"
     _run(tmp_path / "a", 3, naive)
     db = sqlite3.connect(tmp_path / "a" / "ledger.sqlite")
@@ -54,12 +56,15 @@ def test_a_run_evolves_from_naive_and_one_seed_makes_one_ledger(registry, schedu
         assert applied == chain.steps and structural_hash(module) == r["hash"]
         earlier[r["hash"]] = r
     # a refused application is not applied again once its finding is routed
-    refused = [(f["round"], read_chain(c["how"]).last.key) for f, c in (
-        (f, db.execute("SELECT * FROM candidates WHERE id = ?", (f["candidate"],)).fetchone())
-        for f in db.execute("SELECT * FROM findings WHERE destination = 'candidate'")) if refuses(f["kind"])]  # fmt: skip
+    hows = {r["id"]: r["how"] for r in rows}
+    refused = [(f["round"], read_chain(hows[f["candidate"]]).last.key)
+               for f in db.execute("SELECT round, candidate, kind FROM findings WHERE destination = 'candidate'")
+               if refuses(f["kind"])]  # fmt: skip
     for r in rows[1:]:
         new = read_chain(r["how"]).steps[len(chain_of(_parent(earlier[r["parent"]])).steps):]
         assert not [key for rnd, key in refused if rnd < r["round"] and key in {s.key for s in new}]
+    # the unmasked stores, refused in round 1, were on offer on every later parent
+    assert {key for _, key in refused} == {"test-unmask@assign.all.6()", "test-unmask@centroid_norms.all.2()"}
     stages = json.loads((tmp_path / "a" / "run.json").read_text())["summary"]["stages"]
     assert stages["generate"].startswith(f"{BUDGET} distinct candidate(s)")
     _run(tmp_path / "b", 3, naive)
