@@ -30,6 +30,7 @@ class Refused:
 
 
 def refused(feedback: Sequence[Feedback]) -> Refused:
+    """The candidates the routed findings refused, and the last application of each of this agent's."""
     hashes, keys = set(), set()
     for fb in feedback:
         if fb.finding.destination != "candidate" or not refuses(fb.finding.kind):

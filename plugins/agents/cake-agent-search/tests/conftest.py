@@ -4,7 +4,6 @@ as parents, and the run information of the kmeans-assign reference cell."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
