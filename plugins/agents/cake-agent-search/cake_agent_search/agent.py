@@ -1,0 +1,151 @@
+"""The ``search`` agent: an evolutionary search over tactic chains.
+
+Each round it builds moves on the parents the loop hands it (the best candidates so far):
+
+- a **mutation** applies one more tactic application to a parent (every application of every registered tactic
+  whose precondition holds there, :meth:`cake_core.loop.tactic.Tactic.applications`);
+- a **crossover** recombines two parents' chains: the base parent's module takes steps of the other's chain
+  that it does not have yet (a random non-empty subset, in the donor's order, each applied only where the
+  tactic still offers it).
+
+Moves are drawn without replacement with the round's ``rng``, weighted by the parent's rank. The modules they
+make that are new by structural hash (not a parent, nor a candidate on a parent's way from its root, nor a
+refused candidate, nor another proposal) are estimated by the cost model, and the best ``count`` are proposed,
+fastest predicted first. Routed findings steer it: an application whose candidate a finding refused is not
+tried again; where a parent was measured, the fastest one (the win) gets half the proposals: its own mutations
+and crossovers, and its steps carried to the other parents.
+
+Every chain is recorded in the proposal's ``how`` (:mod:`cake_agent_search.chain`) and read back from the
+parents' and findings' ``how``: the agent keeps no state between rounds, and uses no clock and no iteration
+order of a set, so a ``--seed`` gives one run and a resumed run continues it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+import attrs
+from cake_core import plugins
+from cake_core.ir import nodes as n
+from cake_core.ir.hashing import structural_hash
+from cake_core.loop.agent import Feedback, Parent, Proposal
+from cake_core.loop.records import RunInfo
+from cake_core.loop.tactic import Application, Tactic
+from cake_core.target import Target
+
+from cake_agent_search.chain import Chain, chain_of, replay
+from cake_agent_search.rank import Ranker
+from cake_agent_search.steer import Refused, measured_win, refused
+
+#: how many new modules the cost model ranks for each proposal asked for
+POOL_FACTOR = 3
+#: the share of a parent's weight that goes to its crossovers (where it has any)
+CROSSOVER_SHARE = 0.3
+
+
+@attrs.frozen
+class Move:
+    """A way to make a child: steps to apply to the base parent's module (a crossover's steps are each applied
+    only where still offered)."""
+
+    base: int  # index into the parents
+    steps: tuple[Application, ...]
+    kind: str  # "mutate" or "crossover"
+    weight: float
+    donor: int | None = None
+
+
+@attrs.frozen
+class Built:
+    """A move made into a module, with its chain and the cost model's estimate."""
+
+    module: n.Module
+    hash: str
+    chain: Chain
+    base: int
+    exploit: bool
+    ms: float | None = None
+
+
+class SearchAgent:
+    """The ``search`` agent (the module docstring says how it proposes)."""
+
+    name = "search"
+
+    def __init__(self, tactics: Sequence[Tactic] | None = None) -> None:
+        #: the tactics to draw from; ``None``: the registered ones (looked up on each call)
+        self.tactics = tuple(tactics) if tactics is not None else None
+
+    def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
+                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+        if count <= 0 or not parents:
+            return [], 0
+        reg = plugins.registry()
+        tactics = {t.name: t for t in (self.tactics if self.tactics is not None else reg.values("tactics"))}
+        refusal = refused(feedback)
+        chains = [chain_of(p) for p in parents]
+        win = measured_win(parents)
+        moves = _moves(parents, chains, tactics, target, refusal, rng)
+        keys = [math.log(1.0 - rng.random()) / m.weight for m in moves]  # Efraimidis-Spirakis, larger first
+        order = [moves[i] for i in sorted(range(len(moves)), key=lambda i: (-keys[i], i))]
+        on_win = [win is not None and win in (m.base, m.donor) for m in order]
+        exploit = [m for m, w in zip(order, on_win) if w]
+        others = [m for m, w in zip(order, on_win) if not w]
+        need = (count + 1) // 2 if exploit else 0
+        seen = {p.hash for p in parents} | {h for c in chains for h in (c.root, *c.lineage)} | set(refusal.hashes)
+        built = _build(exploit, POOL_FACTOR * need, parents, chains, tactics, target, seen, True)
+        built += _build(others, POOL_FACTOR * count, parents, chains, tactics, target, seen, False)
+        ranker = Ranker.for_run(run, target, reg)
+        built = [attrs.evolve(b, ms=ranker.estimate(b.module)) for b in built]
+        ranked = sorted(range(len(built)), key=lambda i: (ranker.order(built[i].ms), i))
+        chosen = [i for i in ranked if built[i].exploit][:need]
+        chosen += [i for i in ranked if i not in chosen][: count - len(chosen)]
+        chosen.sort(key=lambda i: (ranker.order(built[i].ms), i))
+        return [Proposal(built[i].module, built[i].chain.how(), parents[built[i].base].hash) for i in chosen], 0
+
+
+def _moves(parents: Sequence[Parent], chains: Sequence[Chain], tactics: Mapping[str, Tactic], target: Target,
+           refusal: Refused, rng: random.Random) -> list[Move]:  # fmt: skip
+    """Every mutation of every parent and one crossover per ordered pair of parents (its subset of the donor's
+    steps drawn from ``rng``), in a stable order, weighted by the base parent's rank."""
+    out: list[Move] = []
+    for i, p in enumerate(parents):
+        rank_weight = 1.0 / (i + 1)
+        mutations = [a for name in sorted(tactics) for a in tactics[name].applications(p.module, target)
+                     if a.key not in refusal.keys]  # fmt: skip
+        crossovers = []
+        have = set(chains[i].keys)
+        for j in range(len(parents)):
+            if j == i:
+                continue
+            donor = [s for s in chains[j].steps if s.key not in have and s.key not in refusal.keys]
+            if not donor:
+                continue
+            picked = tuple(s for s in donor if rng.random() < 0.5) or (donor[rng.randrange(len(donor))],)
+            crossovers.append((j, picked))
+        share = CROSSOVER_SHARE if crossovers and mutations else (1.0 if crossovers else 0.0)
+        out += [Move(i, (a,), "mutate", rank_weight * (1 - share) / len(mutations)) for a in mutations]
+        out += [Move(i, steps, "crossover", rank_weight * share / len(crossovers), j) for j, steps in crossovers]
+    return out
+
+
+def _build(moves: Sequence[Move], limit: int, parents: Sequence[Parent], chains: Sequence[Chain],
+           tactics: Mapping[str, Tactic], target: Target, seen: set[str], exploit: bool) -> list[Built]:  # fmt: skip
+    """Up to ``limit`` new modules from ``moves``, in order; ``seen`` (hashes) grows with each one made."""
+    out: list[Built] = []
+    for m in moves:
+        if len(out) >= limit:
+            break
+        module, applied = replay(parents[m.base].module, m.steps, tactics, target)
+        if not applied:
+            continue
+        h = structural_hash(module)
+        if h in seen:
+            continue
+        seen.add(h)
+        donor = parents[m.donor].hash if m.donor is not None else None
+        out.append(Built(module, h, chains[m.base].then(parents[m.base].hash, applied, m.kind, donor), m.base, exploit))
+    return out
+
