@@ -44,8 +44,9 @@ class Proposal:
 
 @attrs.frozen
 class Feedback:
-    """A finding routed to a candidate, with that candidate's hash and how it was made (its proposal's ``how``),
-    so that an agent can tell which of its moves the finding is about."""
+    """A routed finding about a candidate (whatever its destination: a GPU failure the verifier missed is news
+    for the agent too), with that candidate's hash and how it was made (its proposal's ``how``), so that an
+    agent can tell which of its moves the finding is about."""
 
     finding: Finding
     hash: str
@@ -57,8 +58,9 @@ class Agent(Protocol):
     name: str
 
     def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
-                count: int, rng: random.Random) -> tuple[Sequence[Proposal], int]:  # fmt: skip
+                count: int, rng: random.Random, known: frozenset[str]) -> tuple[Sequence[Proposal], int]:  # fmt: skip
         """Up to ``count`` new candidates and the tokens it spent making them (0 for an agent that uses no
-        language model), given the run (its problem and cell), the best ``parents`` and the findings routed to
-        the candidates so far."""
+        language model), given the run (its problem and cell), the best ``parents``, the findings about
+        candidates so far, and the structural hashes of every candidate recorded (a proposal with one of them
+        is dropped by the loop)."""
         ...

@@ -220,7 +220,11 @@ class Loop:
         return cands
 
     def seeds(self) -> list[dict[str, Any]]:
+        """Round 0: the ``--from`` files; else, with an agent, the problem's naive schedule (the clean start the
+        agent evolves from); else every committed schedule."""
         paths = self.sources or seed_schedules(self.problem)
+        if not self.sources and self.agent is not None:
+            paths = [p for p in paths if p.stem == "naive"] or paths
         origin = "from" if self.sources else "seed"
         out = []
         for path in paths:
@@ -239,10 +243,11 @@ class Loop:
         parents = self.parents()
         by_id = {c.id: c for c in self.candidates()}
         feedback = [Feedback(f, by_id[f.candidate].hash, by_id[f.candidate].how) for f in self.findings()
-                    if f.destination == "candidate" and f.candidate is not None]  # fmt: skip
+                    if f.candidate is not None]  # fmt: skip
         count = 8 if left is None else max(0, min(8, left))
+        known = frozenset(c.hash for c in by_id.values())
         proposals, tokens = self.agent.propose(self.info, parents, feedback, self.tgt, count,
-                                               random.Random(f"{self.seed}:{rnd}"))  # fmt: skip
+                                               random.Random(f"{self.seed}:{rnd}"), known)  # fmt: skip
         out = []
         for i, p in enumerate(proposals):
             name, text = f"{self.agent.name}-r{rnd}-{i}", print_module(p.module)

@@ -32,7 +32,7 @@ class Retile:
         self.feedback_seen: list[int] = []
 
     def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: object,
-                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+                count: int, rng: random.Random, known: frozenset[str]) -> tuple[list[Proposal], int]:  # fmt: skip
         self.feedback_seen.append(len(feedback))
         best = parents[0]
         picks = rng.sample(range(len(AMPERE_SWEEP)), k=count)
@@ -84,3 +84,11 @@ def test_the_same_seed_makes_the_same_run_and_another_seed_another(agent: Retile
     a, b, c = (Ledger.open(tmp_path / n, {}).contents() for n in "abc")
     assert a == b
     assert a["candidates"] != c["candidates"]
+
+
+def test_with_an_agent_and_no_from_the_run_starts_from_the_naive_schedule(agent: Retile, tmp_path: Path) -> None:
+    opts = RunOptions("kmeans-assign", "h200", tmp_path / "run", agent="retile", workers=1,
+                      budgets=Budgets(candidates=1))  # fmt: skip
+    run(opts, log=lambda _: None)
+    rows = sqlite3.connect(tmp_path / "run" / "ledger.sqlite").execute("SELECT name, origin FROM candidates").fetchall()
+    assert rows == [("naive", "seed")]

@@ -99,7 +99,7 @@ class EchoAgent:
     name: str = "echo"
 
     def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
-                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+                count: int, rng: random.Random, known: frozenset[str]) -> tuple[list[Proposal], int]:  # fmt: skip
         out = [Proposal(parse(print_module(p.module), p.module.path), "echoed", p.hash) for p in parents]
         return out[:count], 0
 
@@ -215,7 +215,8 @@ def test_hook_cake_register_agents() -> None:
     module = parse(KERNEL, "k.cake")
     parent = Parent(module, structural_hash(module), "k", None, False)
     run = RunInfo("k", "h200", "out", 0, Budgets(), {"shape": {"N": 64}, "dtype": "f32"})
-    (child,), tokens = agent.propose(run, [parent, parent], [], reg.get("targets", "h200"), 1, random.Random(0))
+    (child,), tokens = agent.propose(run, [parent, parent], [], reg.get("targets", "h200"), 1, random.Random(0),
+                                     frozenset())  # fmt: skip
     assert structural_hash(child.module) == parent.hash and child.parent == parent.hash and tokens == 0
 
 

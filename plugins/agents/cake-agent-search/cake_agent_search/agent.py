@@ -79,7 +79,7 @@ class SearchAgent:
         self.tactics = tuple(tactics) if tactics is not None else None
 
     def propose(self, run: RunInfo, parents: Sequence[Parent], feedback: Sequence[Feedback], target: Target,
-                count: int, rng: random.Random) -> tuple[list[Proposal], int]:  # fmt: skip
+                count: int, rng: random.Random, known: frozenset[str] = frozenset()) -> tuple[list[Proposal], int]:  # fmt: skip
         if count <= 0 or not parents:
             return [], 0
         reg = plugins.registry()
@@ -95,6 +95,7 @@ class SearchAgent:
         others = [m for m, w in zip(order, on_win) if not w]
         need = (count + 1) // 2 if exploit else 0
         seen = {p.hash for p in parents} | {h for c in chains for h in (c.root, *c.lineage)} | set(refusal.hashes)
+        seen |= known  # every candidate the run has recorded
         built = _build(exploit, POOL_FACTOR * need, parents, chains, tactics, target, seen, True)
         built += _build(others, POOL_FACTOR * count, parents, chains, tactics, target, seen, False)
         ranker = Ranker.for_run(run, target, reg)

@@ -10,14 +10,15 @@ from cake_core.loop.agent import Feedback, Parent
 
 from cake_agent_search.chain import read_chain
 
-#: candidate findings that refuse a candidate besides every ``rejected-*`` gate (docs/loop.md); a compiler
-#: warning does not refuse it
-REFUSING_KINDS = ("below-floor", "quarantined", "confirmed-on-gpu")
+#: the findings about a candidate that do not say it failed (docs/loop.md): a compiler warning, the cost model
+#: ranking it wrong, a rule refusing a candidate that ran correctly; every other kind (a gate refused it, the
+#: GPU found it wrong or faulting, NVRTC refused it, a lowering gap) refuses the move that made it
+NOT_REFUSING_KINDS = ("compiler-warning", "misranked", "refused-but-correct")
 
 
 def refuses(kind: str) -> bool:
-    """Whether a candidate finding of this kind says the candidate was refused."""
-    return kind.startswith("rejected-") or kind in REFUSING_KINDS
+    """Whether a finding of this kind says the candidate it is about failed."""
+    return kind not in NOT_REFUSING_KINDS
 
 
 @attrs.frozen
@@ -33,7 +34,7 @@ def refused(feedback: Sequence[Feedback]) -> Refused:
     """The candidates the routed findings refused, and the last application of each of this agent's."""
     hashes, keys = set(), set()
     for fb in feedback:
-        if fb.finding.destination != "candidate" or not refuses(fb.finding.kind):
+        if not refuses(fb.finding.kind):
             continue
         hashes.add(fb.hash)
         chain = read_chain(fb.how)
