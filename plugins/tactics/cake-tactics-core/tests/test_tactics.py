@@ -57,7 +57,7 @@ def _smem(module: n.Module, kernel: str, name: str) -> n.Smem:
 
 def test_the_tactics_register_through_the_entry_point() -> None:
     reg = plugins.registry()
-    for name in ("tile-shapes", "ring-depth", "smem-layout"):
+    for name in ("tile-shapes", "ring-depth", "smem-layout", "staging"):
         assert reg.registration("tactics", name).plugin.distribution == "cake-tactics-core"
         tactic = reg.get("tactics", name)
         assert isinstance(tactic, Tactic) and tactic.precondition and "\n" not in tactic.precondition
@@ -75,6 +75,9 @@ CASES = [
     ("knn", "fused_topk", "ring-depth", ["ring-depth@topk.xs(stages=4)"]),
     ("kmeans-assign", "ampere", "smem-layout", ["smem-layout@assign.xs(pad=0)", "smem-layout@assign.red(pad=4)"]),
     ("knn", "fused_topk", "smem-layout", ["smem-layout@topk.xs(pad=16)", "smem-layout@topk.sc(pad=0)"]),
+    ("kmeans-assign", "naive", "staging", ["staging@assign:all:k:c[b, k, :](stages=2)"]),
+    ("kmeans-update", "atomic", "staging", ["staging@finalize:all:dc:c[b, t * R : +R, dc * DC : +DC](stages=3)",
+                                            "staging@finalize:all:dc:sums[b, t * R : +R, dc * DC : +DC](stages=2)"]),
 ]
 
 
@@ -170,3 +173,30 @@ def test_smem_layout_pads_rows_by_16_bytes_and_leaves_tma_and_wgmma_buffers_alon
     assert _smem(t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 0})), "assign", "xs").pad is None
     # the Hopper kernel's buffers are TMA destinations and wgmma operands: nothing to offer
     assert t.applications(_schedule("kmeans-assign", "hopper"), target) == []
+
+
+def test_staging_feeds_a_ring_the_ring_depth_tactic_can_deepen() -> None:
+    """naive.cake's loop over centroids reads ``c[b, k, :]`` from global memory: staged, it reads a ring
+    filled by cp.async ``S_c - 1`` centroids ahead; deepened to 4 stages it still passes."""
+    module, target = _schedule("kmeans-assign", "naive"), _target()
+    staged = _tactic("staging").apply(module, target, Application("staging", "assign:all:k:c[b, k, :]", {"stages": 2}))
+    text = print_module(staged)
+    assert "smem c_ring: T[S_c][D]" in text and "c_ring[k % S_c]" in text and "cp.async c_ring[j % S_c] <- c[b, j, :]" in text
+    deeper = [a for a in _tactic("ring-depth").applications(staged, target) if a.site == "assign.c_ring"]
+    assert [a.params["stages"] for a in deeper][:3] == [3, 4, 5]
+    _passes("kmeans-assign", _tactic("ring-depth").apply(staged, target, deeper[1]))
+
+
+def test_staging_refuses_where_its_precondition_does_not_hold() -> None:
+    target, t = _target(), _tactic("staging")
+    naive = _schedule("kmeans-assign", "naive")
+    keys = {a.site for a in t.applications(naive, target)}
+    # x[b, t * R : +R, :] does not move with k; c_sq[b, k : +1] rows are 4 bytes, not whole 16-byte
+    # copies (the verifier refuses that rewrite); only c is offered
+    assert keys == {"assign:all:k:c[b, k, :]"}
+    refused = t.apply(naive, target, Application("staging", "assign:all:k:c_sq[b, k : +1]", {"stages": 2}))
+    assert not verify_source(print_module(refused), "refused.cake", target, plugins.registry()).ok
+    # two role instances per CTA (accumulate), or a kernel with its own cp.async groups (ampere, knn): none
+    atomic = _schedule("kmeans-update", "atomic")
+    assert {a.site.split(":")[0] for a in t.applications(atomic, target)} == {"finalize"}
+    assert t.applications(_schedule("kmeans-assign", "ampere"), target) == []
