@@ -1,4 +1,5 @@
-"""Whether a rewritten module still fits: the checks every tactic's precondition shares.
+"""What every tactic shares: whether a rewritten module still fits (the precondition's common part), the
+applications offered on that ground, and the edit of one kernel of a module.
 
 A rewrite is offered only where the rewritten module type-checks for the target with the registered
 primitives and layouts (tiles fit their layouts, copies match), every kernel specialization's shared
@@ -11,7 +12,7 @@ first, so the verifier runs only on rewrites that could pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -23,6 +24,7 @@ from cake_core.ir.exprs import try_int
 
 if TYPE_CHECKING:
     from cake_core.ir.model import CheckedModule
+    from cake_core.loop.tactic import Application, Tactic
     from cake_core.target import Target
 
 
@@ -103,3 +105,22 @@ def fits(module: n.Module, target: Target) -> bool:
                 if a is not None and b is not None and (b <= 0 or a % b or a < b):
                     return False
     return verify(result, target, plugins.registry()).ok
+
+
+def offered(
+    tactic: Tactic, module: n.Module, target: Target, candidates: Iterable[Application], *, until_refused: bool = False
+) -> list[Application]:
+    """The ``candidates`` whose rewrite of ``module`` fits, in their order; with ``until_refused``, none after
+    the first that does not (a ladder whose next rungs only need more)."""
+    out = []
+    for app in candidates:
+        if fits(tactic.apply(module, target, app), target):
+            out.append(app)
+        elif until_refused:
+            break
+    return out
+
+
+def with_kernel(module: n.Module, name: str, edit: Callable[[n.Kernel], n.Kernel]) -> n.Module:
+    """``module`` with its kernel ``name`` replaced by ``edit(kernel)``."""
+    return attrs.evolve(module, kernels=tuple(edit(k) if k.name == name else k for k in module.kernels))

@@ -18,7 +18,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.transform import set_consts
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.fit import fits
+from cake_tactics_core.fit import offered
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -52,14 +52,10 @@ class RingDepth:
         for kernel in module.kernels:
             current = {c.name: c.value for c in kernel.consts}
             for buffer, const in rings(kernel).items():
-                for depth in range(2, MAX_STAGES + 1):
-                    value = current[const]
-                    if isinstance(value, n.Num) and value.value == depth:
-                        continue
-                    app = Application(self.name, f"{kernel.name}.{buffer}", {"stages": depth})
-                    if not fits(self.apply(module, target, app), target):
-                        break  # deeper rings only need more shared memory
-                    out.append(app)
+                depths = [d for d in range(2, MAX_STAGES + 1) if current[const] != n.Num(d)]
+                ladder = [Application(self.name, f"{kernel.name}.{buffer}", {"stages": d}) for d in depths]
+                # deeper rings only need more shared memory: stop at the first that does not fit
+                out += offered(self, module, target, ladder, until_refused=True)
         return out
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:

@@ -19,7 +19,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.fit import checked, fits
+from cake_tactics_core.fit import checked, offered, with_kernel
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -51,7 +51,7 @@ class SmemLayout:
         typed = checked(module, target)
         if typed is None:
             return []
-        out = []
+        candidates = []
         for kernel in module.kernels:
             models = [m for (name, _), m in typed.models.items() if name == kernel.name]
             for buffer in paddable(kernel):
@@ -60,24 +60,21 @@ class SmemLayout:
                     continue  # the element size differs across specializations: one pad cannot fit them all
                 step = 16 // elem.pop()
                 current = {m.smem[buffer].row_stride - m.smem[buffer].shape[-1] for m in models}
-                for pad in (0, step, 2 * step):
-                    if current == {pad}:
-                        continue
-                    app = Application(self.name, f"{kernel.name}.{buffer}", {"pad": pad})
-                    if fits(self.apply(module, target, app), target):
-                        out.append(app)
-        return out
+                candidates += [
+                    Application(self.name, f"{kernel.name}.{buffer}", {"pad": pad})
+                    for pad in (0, step, 2 * step)
+                    if current != {pad}
+                ]
+        return offered(self, module, target, candidates)
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
         kernel_name, buffer = application.site.split(".", 1)
         pad = int(application.params["pad"])
-        kernels = []
-        for k in module.kernels:
-            if k.name == kernel_name:
-                smem = tuple(
-                    attrs.evolve(s, pad=n.Num(pad, loc=s.loc) if pad else None) if s.name == buffer else s
-                    for s in k.smem
-                )
-                k = attrs.evolve(k, smem=smem)
-            kernels.append(k)
-        return attrs.evolve(module, kernels=tuple(kernels))
+
+        def padded(k: n.Kernel) -> n.Kernel:
+            smem = tuple(
+                attrs.evolve(s, pad=n.Num(pad, loc=s.loc) if pad else None) if s.name == buffer else s for s in k.smem
+            )
+            return attrs.evolve(k, smem=smem)
+
+        return with_kernel(module, kernel_name, padded)

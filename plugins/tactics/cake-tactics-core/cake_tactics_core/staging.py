@@ -42,7 +42,7 @@ from cake_core.ir.exprs import free_names, substitute
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.fit import fits, names_in
+from cake_tactics_core.fit import names_in, offered, with_kernel
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -159,25 +159,22 @@ class Staging:
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        out = []
-        for kernel in module.kernels:
-            for site in sites(kernel):
-                for depth in DEPTHS:
-                    app = Application(self.name, f"{kernel.name}:{site.name}", {"stages": depth})
-                    if fits(self.apply(module, target, app), target):
-                        out.append(app)
-        return out
+        candidates = [
+            Application(self.name, f"{kernel.name}:{site.name}", {"stages": depth})
+            for kernel in module.kernels
+            for site in sites(kernel)
+            for depth in DEPTHS
+        ]
+        return offered(self, module, target, candidates)
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
         kernel_name, site_name = application.site.split(":", 1)
-        kernels = []
-        for k in module.kernels:
-            if k.name == kernel_name:
-                (site,) = [s for s in sites(k) if s.name == site_name]
-                k = _staged(k, site, int(application.params["stages"]))
-            kernels.append(k)
-        return attrs.evolve(module, kernels=tuple(kernels))
 
+        def staged(k: n.Kernel) -> n.Kernel:
+            (site,) = [s for s in sites(k) if s.name == site_name]
+            return _staged(k, site, int(application.params["stages"]))
+
+        return with_kernel(module, kernel_name, staged)
 
 def _staged(kernel: n.Kernel, site: _Site, stages: int) -> n.Kernel:
     depth = _fresh(kernel, f"S_{site.ref.name}")

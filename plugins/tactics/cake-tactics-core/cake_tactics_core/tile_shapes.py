@@ -18,7 +18,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.transform import set_consts
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.fit import fits, literal_consts, names_in, reach
+from cake_tactics_core.fit import literal_consts, names_in, offered, reach
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -76,15 +76,13 @@ class TileShapes:
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        out = []
-        for kernel in module.kernels:
-            for const, value in tile_constants(kernel).items():
-                ladder = ([value // 2] if value % 2 == 0 and value > 1 else []) + [value * 2]
-                for new in ladder:
-                    app = Application(self.name, kernel.name, {const: new})
-                    if fits(self.apply(module, target, app), target):
-                        out.append(app)
-        return out
+        candidates = [
+            Application(self.name, kernel.name, {const: new})
+            for kernel in module.kernels
+            for const, value in tile_constants(kernel).items()
+            for new in ([value // 2] if value % 2 == 0 and value > 1 else []) + [value * 2]
+        ]
+        return offered(self, module, target, candidates)
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
         values = {k: int(v) for k, v in application.params.items()}
