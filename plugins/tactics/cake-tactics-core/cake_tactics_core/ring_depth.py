@@ -43,8 +43,8 @@ class RingDepth:
 
     name = "ring-depth"
     precondition = (
-        "a shared buffer with stages counted by a kernel constant; the new depth (2 and up) type-checks, "
-        "fits shared memory and keeps compile-time divisions exact"
+        "a shared buffer with stages counted by a kernel constant; the rewrite to a depth of 2 and up "
+        "type-checks, fits shared memory, keeps compile-time divisions exact and verifies for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:

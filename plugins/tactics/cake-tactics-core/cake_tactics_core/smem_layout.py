@@ -43,8 +43,9 @@ class SmemLayout:
 
     name = "smem-layout"
     precondition = (
-        "an unswizzled shared buffer no TMA or wgmma operation reads or writes; the new pad (0, 16 or 32 bytes "
-        "of its element type) type-checks and fits shared memory"
+        "an unswizzled shared buffer no TMA or wgmma operation reads or writes; the rewrite to a pad of 0, 16 or "
+        "32 bytes of its element type type-checks, fits shared memory, keeps compile-time divisions exact and "
+        "verifies for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:

@@ -123,7 +123,9 @@ def _fresh(kernel: n.Kernel, stem: str) -> str:
 def _replace(node: object, old: n.Ref, new: n.Ref) -> object:
     """``node`` with every read of the tile ``old`` (either orientation) made a read of ``new``."""
     if isinstance(node, n.Ref):
-        return attrs.evolve(new, transpose=node.transpose, loc=node.loc) if attrs.evolve(node, transpose=False) == old else node
+        if attrs.evolve(node, transpose=False) != old:
+            return node
+        return attrs.evolve(new, transpose=node.transpose, loc=node.loc)
     if isinstance(node, tuple):
         return tuple(_replace(x, old, new) for x in node)
     if isinstance(node, n.Op):
@@ -155,7 +157,8 @@ class Staging:
     name = "staging"
     precondition = (
         "a top-level loop of a kernel's only role (one instance, no cp.async of its own) reads a global tile that "
-        "moves with the loop variable, masked by zero or not at all, in whole 16-byte rows; the rewrite fits"
+        "moves with the loop variable, masked by zero or not at all; the rewrite (whole 16-byte rows among others) "
+        "type-checks, fits shared memory, keeps compile-time divisions exact and verifies for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:

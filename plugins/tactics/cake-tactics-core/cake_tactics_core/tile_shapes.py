@@ -72,7 +72,8 @@ class TileShapes:
     name = "tile-shapes"
     precondition = (
         "a kernel constant with a literal value sizes tiles or the grid and counts no warps, stages or registers; "
-        "the new value (half or double) type-checks, fits shared memory and keeps compile-time divisions exact"
+        "the rewrite to half or double the value type-checks, fits shared memory, keeps compile-time divisions "
+        "exact and verifies for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:

@@ -170,7 +170,8 @@ def test_smem_layout_pads_rows_by_16_bytes_and_leaves_tma_and_wgmma_buffers_alon
                     "smem-layout@assign.red(pad=4)", "smem-layout@assign.red(pad=8)"]  # fmt: skip
     out = t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 16}))
     assert _smem(out, "assign", "xs").pad == n.Num(16) and _smem(out, "assign", "cs").pad == n.Num(8)
-    assert _smem(t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 0})), "assign", "xs").pad is None
+    unpadded = t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 0}))
+    assert _smem(unpadded, "assign", "xs").pad is None
     # the Hopper kernel's buffers are TMA destinations and wgmma operands: nothing to offer
     assert t.applications(_schedule("kmeans-assign", "hopper"), target) == []
 
@@ -179,9 +180,10 @@ def test_staging_feeds_a_ring_the_ring_depth_tactic_can_deepen() -> None:
     """naive.cake's loop over centroids reads ``c[b, k, :]`` from global memory: staged, it reads a ring
     filled by cp.async ``S_c - 1`` centroids ahead; deepened to 4 stages it still passes."""
     module, target = _schedule("kmeans-assign", "naive"), _target()
-    staged = _tactic("staging").apply(module, target, Application("staging", "assign:all:k:c[b, k, :]", {"stages": 2}))
-    text = print_module(staged)
-    assert "smem c_ring: T[S_c][D]" in text and "c_ring[k % S_c]" in text and "cp.async c_ring[j % S_c] <- c[b, j, :]" in text
+    site = Application("staging", "assign:all:k:c[b, k, :]", {"stages": 2})
+    text = print_module(staged := _tactic("staging").apply(module, target, site))
+    assert "smem c_ring: T[S_c][D]" in text and "c_ring[k % S_c]" in text
+    assert "cp.async c_ring[j % S_c] <- c[b, j, :]" in text
     deeper = [a for a in _tactic("ring-depth").applications(staged, target) if a.site == "assign.c_ring"]
     assert [a.params["stages"] for a in deeper][:3] == [3, 4, 5]
     _passes("kmeans-assign", _tactic("ring-depth").apply(staged, target, deeper[1]))

@@ -23,7 +23,9 @@ PROBLEMS = ROOT / "cake_core" / "problems"
 
 
 def _load_conftest():
-    spec = importlib.util.spec_from_file_location("plugins_api_conftest", ROOT / "tests" / "plugins_api" / "conftest.py")
+    """The plugin-contract tests' fixtures module (for ``install_fake``)."""
+    path = ROOT / "tests" / "plugins_api" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("plugins_api_conftest", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
