@@ -80,25 +80,6 @@ def test_the_cases_are_the_sweep_and_the_hopper_schedules_and_naive_as_an_extra(
     assert len({impl for impl, _, _ in cases}) == len(cases)
 
 
-def test_every_kernel_of_a_shape_sees_the_same_inputs(cost_rank) -> None:
-    class Problem:
-        name = "p"
-        made = 0
-
-        def make_inputs(self, shape, dtype, seed):
-            Problem.made += 1
-            return {"x": np.full(3, seed)}
-
-    same = cost_rank.SameInputs(Problem())
-    a = same.make_inputs({"N": 3}, "bf16", 0)
-    assert same.make_inputs({"N": 3}, "bf16", 0) is a and same.name == "p"
-    same.make_inputs({"N": 3}, "bf16", 1)
-    assert Problem.made == 2
-    same.make_inputs({"N": 4}, "bf16", 0)  # a new shape: the old arrays are let go, made again if asked
-    same.make_inputs({"N": 3}, "bf16", 0)
-    assert Problem.made == 4
-
-
 def test_the_table_names_the_worst_cases_and_the_gate(cost_rank, capsys) -> None:
     rows = [_row("a", "sweep", 1.0, 1.0), _row("b", "sweep", 2.0, 3.0), _row("c", "sweep", 3.0, 2.0),
             _row("h", "hopper", 0.5, 0.4)]  # fmt: skip
