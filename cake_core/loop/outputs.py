@@ -50,11 +50,9 @@ def _status(loop: Loop, cid: int) -> dict[str, object]:
 
 def _export(loop: Loop, best: CandidateInfo) -> None:
     """The best kernel as ``best.cu`` + ``best.h`` for the run's cell (standalone: no Cake at run time)."""
-    from cake_core import pipeline
     from cake_core.loop.benchmark import program_values
     from cake_core.lower.export import export_program, write_export
 
-    cand = loop.loaded.get(best.id) or pipeline.Candidate(
-        pipeline.load_text(best.source, best.path or f"{best.name}.cake"), loop.tgt, loop.reg)
+    cand = loop.load(best)
     spec = cand.spec(program_values(cand.check(), loop.problem, loop.shape, loop.dtype))
     write_export(export_program([cand.build(spec)], "best"), loop.opts.out, "best")

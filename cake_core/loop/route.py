@@ -107,13 +107,11 @@ def _misranked(rnd: int, cands: Sequence[CandidateInfo], outcomes: Mapping[int, 
         points.append((c, o.estimate, m.median_ms))
     out = []
     for c, est, ms in points:
-        worse = [(ms / other_ms, o) for o, oest, other_ms in points
+        worse = [(ms / other_ms, o, oest, other_ms) for o, oest, other_ms in points
                  if est.ms < oest.ms and ms > MISRANK_FACTOR * other_ms]  # fmt: skip
         if not worse:
             continue
-        factor, other = max(worse, key=lambda w: (w[0], w[1].id))
-        oest = next(e for x, e, _ in points if x.id == other.id)
-        other_ms = next(t for x, _, t in points if x.id == other.id)
+        factor, other, oest, other_ms = max(worse, key=lambda w: (w[0], w[1].id))
         out.append(Finding(
             "cost-model", "misranked",
             f"{est.model} predicted `{c.name}` ({est.ms:.4f} ms, {est.bound}-bound) faster than `{other.name}` "

@@ -259,12 +259,16 @@ class Loop:
 
     def parents(self, count: int = 4) -> list[Parent]:
         """The best candidates so far: measured correct ones by time, then compiled ones by predicted time."""
-        ranked = self.ranking()
-        out = []
-        for c, ms, measured in ranked[:count]:
-            out.append(Parent(pipeline.load_text(c.source, c.path or f"{c.name}.cake").module, c.hash, c.name, ms,
-                              measured, c.how))  # fmt: skip
-        return out
+        return [Parent(self.load(c).source.module, c.hash, c.name, ms, measured, c.how)
+                for c, ms, measured in self.ranking()[:count]]  # fmt: skip
+
+    def load(self, c: CandidateInfo) -> pipeline.Candidate:
+        """The candidate as loaded in this process: parsed once, its products (checked module, lowered and
+        compiled specializations) kept for every later stage that needs them."""
+        if c.id not in self.loaded:
+            source = pipeline.load_text(c.source, c.path or f"{c.name}.cake")
+            self.loaded[c.id] = pipeline.Candidate(source, self.tgt, self.reg)
+        return self.loaded[c.id]
 
     # -- 2. filter -----------------------------------------------------------------------------------------
 
@@ -322,11 +326,10 @@ class Loop:
         by_id = {c.id: c for c in self.candidates("round = ?", (rnd,))}
         return [by_id[i] for i in ids]
 
-    def benchmark(self, rnd: int, runner: Any) -> int:
-        """Stage 3 for the round; the number of dispatches it made (recorded ones aside)."""
+    def benchmark(self, rnd: int, runner: Any) -> None:
+        """Stage 3 for the round: dispatch each survivor that has no recorded measurement."""
         from cake_core.loop.benchmark import bench_candidate
 
-        made = 0
         for c in self.survivors(rnd):
             impl = f"cake:{c.name}"
             row = self.ledger.one("SELECT * FROM dispatches WHERE impl = ? AND run = 0", (impl,))
@@ -336,15 +339,12 @@ class Loop:
             if self.over_budget():
                 break
             self.ledger.attempt(f"dispatch:{impl}")
-            cand = self.loaded.get(c.id) or pipeline.Candidate(
-                pipeline.load_text(c.source, c.path or f"{c.name}.cake"), self.tgt, self.reg)
+            cand = self.load(c)
             start = time.monotonic()
             m = bench_candidate(cand, self.bench_problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
                                 timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
             self.record_dispatch(c.id, m, time.monotonic() - start)
             self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
-            made += 1
-        return made
 
     def record_dispatch(self, cid: int | None, m: Measurement, seconds: float) -> None:
         data = unstructure(m)
@@ -527,14 +527,14 @@ def _drive(loop: Loop) -> RunSummary:
     try:
         if runner is not None:
             _baseline(loop, runner)
-        rnd, made = 0, 0
+        rnd = 0
         while True:
             cands = loop.generate(rnd)
             if not cands:
                 break
             loop.filter(cands)
             if runner is not None:
-                made += loop.benchmark(rnd, runner)
+                loop.benchmark(rnd, runner)
             loop.route(rnd)
             if loop.agent is None:
                 break
