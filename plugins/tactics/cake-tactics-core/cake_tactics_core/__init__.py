@@ -1,4 +1,4 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, pipe operands)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ from collections.abc import Callable
 from cake_core.hookspecs import hookimpl
 from cake_core.loop.tactic import Tactic
 
+from cake_tactics_core.pipe_operand import PipeOperand
 from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tile_shapes import TileShapes
 
-__all__ = ["RingDepth", "SmemLayout", "Staging", "TileShapes", "cake_register_tactics"]
+__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "TileShapes", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), PipeOperand()):
         register(tactic)
