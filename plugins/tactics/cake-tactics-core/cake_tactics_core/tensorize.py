@@ -51,7 +51,7 @@ from cake_core.loop.tactic import Application
 from cake_core.target import Feature
 
 from cake_tactics_core.construct import Fresh, arith, op
-from cake_tactics_core.fit import expressions, offered, with_kernel
+from cake_tactics_core.fit import expressions, names_in, offered, with_kernel
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -99,10 +99,6 @@ def _oob(o: n.Op) -> str | None:
     return v.id if isinstance(v, n.Name) else (None if v is None else "?")
 
 
-def _names(e: object) -> set[str]:
-    return {x.id for x in expressions(e) if isinstance(x, n.Name)}
-
-
 def _operand(kernel: n.Kernel, e: n.Expr, written: set[str]) -> n.Param | None:
     """The global input ``e`` reads (a reference to a parameter the kernel never writes), or ``None``."""
     if not isinstance(e, n.Ref) or e.transpose or e.name in written:
@@ -119,12 +115,12 @@ def _consumer_ok(consumer: n.Op, kernel: n.Kernel, loop: n.For, dot: str) -> boo
         return False
     if _oob(consumer) not in (None, "skip") or consumer.attr("base") != n.Name(var):
         return False
-    if any(var in _names(a.value) or dot in _names(a.value) for a in consumer.attrs if a.key != "base"):
+    if any(var in names_in(a.value) or dot in names_in(a.value) for a in consumer.attrs if a.key != "base"):
         return False
     if any(not isinstance(o, n.Name) for o in consumer.outs):
         return False
     for e in consumer.ins[1:]:
-        if var not in _names(e):
+        if var not in names_in(e):
             continue
         p = kernel.param(e.name) if isinstance(e, n.Ref) else None
         if p is None or len(p.shape) != len(e.index):
@@ -133,7 +129,7 @@ def _consumer_ok(consumer: n.Op, kernel: n.Kernel, loop: n.For, dot: str) -> boo
             moving = isinstance(i, n.Span) and i.start == n.Name(var) and i.size == n.Num(1)
             if moving and p.shape[axis] != loop.stop:
                 return False
-            if not moving and var in _names(i.expr if isinstance(i, n.At) else i):
+            if not moving and var in names_in(i.expr if isinstance(i, n.At) else i):
                 return False
     return True
 
@@ -158,7 +154,9 @@ def sites(kernel: n.Kernel) -> list[_Site]:
             continue
         rowdot, consumer = loop.body
         assert isinstance(rowdot, n.Op) and isinstance(consumer, n.Op)
-        if rowdot.name != "rowdot" or len(rowdot.outs) != 1 or len(rowdot.ins) != 2 or _oob(rowdot) not in (None, "zero"):
+        if rowdot.name != "rowdot" or len(rowdot.outs) != 1 or len(rowdot.ins) != 2:
+            continue
+        if _oob(rowdot) not in (None, "zero"):
             continue
         dst = rowdot.outs[0]
         if not isinstance(dst, n.Name) or dst.id not in decls or decls[dst.id].dtype != "f32":
@@ -173,11 +171,11 @@ def sites(kernel: n.Kernel) -> list[_Site]:
         assert isinstance(rows, n.Ref) and isinstance(item, n.Ref)
         if not isinstance(rows.index[-2], n.Span) or not isinstance(rows.index[-1], n.All):
             continue
-        if any(not isinstance(i, n.At) for i in rows.index[:-2]) or loop.var in _names(rows):
+        if any(not isinstance(i, n.At) for i in rows.index[:-2]) or loop.var in names_in(rows):
             continue
         if item.index[-2] != n.At(n.Name(loop.var)) or not isinstance(item.index[-1], n.All):
             continue
-        if any(not isinstance(i, n.At) or loop.var in _names(i.expr) for i in item.index[:-2]):
+        if any(not isinstance(i, n.At) or loop.var in names_in(i.expr) for i in item.index[:-2]):
             continue
         if pitem.shape[-2] != loop.stop or prow.shape[-1] != pitem.shape[-1]:
             continue
@@ -247,7 +245,8 @@ def _tensorized(kernel: n.Kernel, site: _Site, tile: int, fold: str) -> n.Kernel
     start = arith("*", n.Name(kt), tile_n)  # the first item of tile kt
     step = arith("*", n.Name(kk), n.Num(MMA_K))
     pad = n.Num(8)  # 16 bytes of a 16-bit element type: rows stay aligned for cp.async and ldmatrix
-    smem = [n.Smem(xs, prow.dtype, (rows_n, site.depth), pad=pad), n.Smem(cs, pitem.dtype, (tile_n, site.depth), pad=pad)]
+    smem = [n.Smem(xs, prow.dtype, (rows_n, site.depth), pad=pad),
+            n.Smem(cs, pitem.dtype, (tile_n, site.depth), pad=pad)]
     regs = [
         n.RegDecl(name=acc, dtype="f32", shape=(rows_n, tile_n), layout=n.Layout("mma_acc", grid)),
         n.RegDecl(name=a, dtype=prow.dtype, shape=(rows_n, n.Num(MMA_K)), layout=n.Layout("mma_a", grid)),
@@ -277,7 +276,8 @@ def _tensorized(kernel: n.Kernel, site: _Site, tile: int, fold: str) -> n.Kernel
         states = [o.id for o in consumer.outs if isinstance(o, n.Name)]
         renamed = {s: fresh(f"{s}_rows") for s in states}
         reducer = _reducer(site.consumer)
-        assert reducer is not None
+        if reducer is None:
+            raise ValueError(f"`{site.consumer.name}` has no `.reduce` to merge the warps' states: fold in shared")
         after.append(op(reducer, [n.Name(renamed[s]) for s in states], [*(n.Name(s) for s in states), n.Name(red)]))
     else:
         sc = fresh("sc")
