@@ -1,4 +1,5 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, pipe operands)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
+staging, tensorize, pipe operands)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from cake_tactics_core.pipe_operand import PipeOperand
 from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
+from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
 
-__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "TileShapes", "cake_register_tactics"]
+__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), PipeOperand()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), PipeOperand()):
         register(tactic)
