@@ -1,4 +1,4 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, warp specialization)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tile_shapes import TileShapes
+from cake_tactics_core.warp_specialize import WarpSpecialize
 
-__all__ = ["RingDepth", "SmemLayout", "Staging", "TileShapes", "cake_register_tactics"]
+__all__ = ["RingDepth", "SmemLayout", "Staging", "TileShapes", "WarpSpecialize", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), WarpSpecialize()):
         register(tactic)
