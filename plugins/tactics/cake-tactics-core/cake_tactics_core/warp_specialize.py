@@ -8,9 +8,12 @@ of tile ``i`` in iteration ``i`` of a top-level loop, either directly (``cp.asyn
 ``p`` into stage ``p``, and in the loop ``let j = i + OFF`` / ``if j < STOP: cp.async cs[j % S] <- ...``
 while the loop reads ``cs[i % S]``). The rewrite:
 
-* adds a producer role of 4 warps (warps 0..4) that repeats the loop skeleton and the lets the copies'
-  indices need, taking a stage (``pipe.acquire``) and issuing ``tma.load`` into it for every copy; a ring's
-  copy index is recovered from its prefetch index (``j`` becomes ``i``: tile ``i`` in iteration ``i``);
+* adds a producer role of 4 warps (warps 0..4) that repeats the consumer's skeleton: its loops, the lets
+  they and the copies' indices need, and the ``bar.sync``\ s the consumer keeps (a CTA barrier counts every
+  thread, so the producer passes each one too: knn's score tile). Where the consumer waits for a stage, the
+  producer takes one (``pipe.acquire``) and issues ``tma.load`` into it for every copy; a ring's copy index
+  is recovered from its prefetch index (``j`` becomes ``i``: tile ``i`` in iteration ``i``). Where the CTA's
+  registers fit only so, the producer gets a setmaxnreg budget of 40 (application ``{"regs": 40}``);
 * shifts the old role after the producer's warps and removes its cp.async, cp.async.commit,
   cp.async.wait, the prologue, the prefetch lets and the ``bar.sync``\\ s that only ordered the copies (one
   next to a copy or a wait, in a scope where nothing else writes shared memory);
@@ -133,7 +136,7 @@ def _prologue(loop: n.For) -> dict[str, tuple[n.Expr, n.Ref, n.Ref]] | None:
         if not _same(st.cond.left, n.Name(loop.var)) or not all(_is(c, "cp.async") for c in st.then):
             return None
         for c in st.then:
-            out[c.outs[0].name] = (st.cond.right, c.outs[0], c.ins[0])
+            out[_ref(c.outs[0]).name] = (st.cond.right, _ref(c.outs[0]), _ref(c.ins[0]))
     return out or None
 
 
@@ -178,13 +181,14 @@ def plan(kernel: n.Kernel, target: Target) -> list[_Site]:
                 seen += [c for c in n.walk_stmts(st.body) if _is(c, "cp.async")]
     if len(seen) != len(copies):
         raise Refused("a cp.async is not at the top level or in a top-level loop in a form the tactic follows")
-    if len({c.buffer for s in sites for c in s.copies} | {c.buffer for c in top}) != len(filled):
-        raise Refused("a buffer is copied at more than one site")
+    buffers = [c.buffer for s in sites for c in s.copies] + [c.buffer for c in top]
+    if len(set(buffers)) != len(buffers) or set(buffers) != filled:
+        raise Refused("a buffer is copied at more than one place")
     used = [p for s in sites if s.prologue is not None for p in [s.prologue]]
     if {id(p) for p, _ in prologues.values()} != {id(p) for p in used}:
         raise Refused("a prologue fills a ring no loop continues")
     out = ([_Site(None, tuple(top))] if top else []) + sites
-    _check_reads(role, out)
+    _check_reads(role, out, smem)
     return out
 
 
@@ -228,15 +232,19 @@ def _ring_copy(loop: n.For, j: str, offset_expr: n.Expr, dst: n.Ref, src: n.Ref,
         raise Refused(f"the prefetch index `{j}` is not `{loop.var}` plus the prologue's length")
     if not (_same(pro.start, n.Num(0)) and _same(bound, loop.stop)):
         raise Refused("the prologue does not fill the tiles the loop's prefetch skips")
-    stage = n.Bin("%", n.Name(j), buf.stages)
-    if len(dst.index) != 1 or not _same(dst.index[0].expr if isinstance(dst.index[0], n.At) else dst, stage):
+    if not _at_stage(dst, n.Bin("%", n.Name(j), buf.stages)):
         raise Refused(f"the prefetch does not copy into stage `{j} % {print_expr(buf.stages)}`")
-    if len(pro_dst.index) != 1 or not _same(getattr(pro_dst.index[0], "expr", None), n.Name(pro.var)):
+    if not _at_stage(pro_dst, n.Name(pro.var)):
         raise Refused("the prologue does not copy tile p into stage p")
     mine = _tile(src, j, loop.var)
     if not _same(mine, _tile(pro_src, pro.var, loop.var)):
         raise Refused("the prologue and the prefetch copy different tiles")
     return _Copy(dst.name, mine)
+
+
+def _at_stage(ref: n.Ref, stage: n.Expr) -> bool:
+    """``ref`` is the whole stage ``stage`` of its ring (``cs[j % S]``)."""
+    return len(ref.index) == 1 and isinstance(ref.index[0], n.At) and _same(ref.index[0].expr, stage)
 
 
 def _tile(ref: n.Ref, old: str, new: str) -> n.Ref:
@@ -264,25 +272,26 @@ def _exprs(node: object):
                 yield from n.walk_expr(e)
 
 
-def _check_reads(role: n.Role, sites: list[_Site]) -> None:
+def _check_reads(role: n.Role, sites: list[_Site], smem: dict[str, n.Smem]) -> None:
+    """Each site's buffers are read only after their copy (in its loop, where it has one); a ring's only at
+    the stage of the iteration's tile (``cs[i % S]``)."""
     for site in sites:
         bufs = set(site.buffers)
-        scope = role.body if site.loop is None else site.loop.body
-        outside = [st for st in role.body if st is not site.loop and site.loop is not None]
-        if _reads(tuple(outside), bufs):
+        if site.loop is not None and _reads(tuple(st for st in role.body if st is not site.loop), bufs):
             raise Refused("a loop's buffer is read outside the loop")
-        first_copy = next(i for i, st in enumerate(scope) if any(_is(c, "cp.async") for c in n.walk_stmts((st,))))
-        if not site.ring and _reads(scope[:first_copy], bufs):
+        scope = role.body if site.loop is None else site.loop.body
+        copy = next(i for i, st in enumerate(scope) if _copies_into(st, bufs))
+        if not site.ring and _reads(scope[:copy], bufs):
             raise Refused("a buffer is read before its copy")
-        if site.ring:
-            stage = print_expr(n.Bin("%", n.Name(site.loop.var), n.Name("?")))
-            for e in map(_ref, _exprs(site.loop.body)):
-                if isinstance(e, n.Ref) and e.name in bufs and not (e.index and isinstance(e.index[0], n.At)):
-                    raise Refused(f"`{e.name}` is read without a stage index")
-                if isinstance(e, n.Ref) and e.name in bufs:
-                    got = e.index[0].expr
-                    if not (isinstance(got, n.Bin) and got.op == "%" and _same(got.left, n.Name(site.loop.var))):
-                        raise Refused(f"`{e.name}` is read at a stage other than `{stage}`")
+        for e in map(_ref, _exprs(scope)) if site.ring else ():
+            if isinstance(e, n.Ref) and e.name in bufs:
+                stage = n.Bin("%", n.Name(site.loop.var), smem[e.name].stages)
+                if not (e.index and isinstance(e.index[0], n.At) and _same(e.index[0].expr, stage)):
+                    raise Refused(f"`{e.name}` is read at a stage other than `{print_expr(stage)}`")
+
+
+def _copies_into(st: n.Stmt, bufs: set[str]) -> bool:
+    return any(_is(c, "cp.async") and _named(c.outs[0], bufs) for c in n.walk_stmts((st,)))
 
 
 # --- the rewrite ---
@@ -354,9 +363,12 @@ def _drop_copy_barriers(body: tuple[n.Stmt, ...], cyclic: bool, smem: set[str]) 
         if not (0 <= i < len(body) or cyclic):
             return False
         st = body[i % len(body)]
-        return _is(st, *COPY_OPS) or (not isinstance(st, n.Op) and any(_is(c, "cp.async") for c in n.walk_stmts((st,))))
+        return _is(st, *COPY_OPS) or any(_is(c, "cp.async") for c in n.walk_stmts((st,)))
 
-    return tuple(st for i, st in enumerate(body) if not (_is(st, "bar.sync") and (copy_like(i - 1) or copy_like(i + 1))))
+    def ordered_copies(i: int, st: n.Stmt) -> bool:
+        return _is(st, "bar.sync") and (copy_like(i - 1) or copy_like(i + 1))
+
+    return tuple(st for i, st in enumerate(body) if not ordered_copies(i, st))
 
 
 def _with_pipe(body: tuple[n.Stmt, ...], site: _Site, pipe: str, s: str) -> tuple[n.Stmt, ...]:
@@ -465,7 +477,9 @@ def warp_specialized(kernel: n.Kernel, target: Target, regs: int | None = None) 
         return _needed(out, set()) if any(not isinstance(st, n.Let) for st in out) else []
 
     four = n.Num(PRODUCER_WARPS)
-    consumer = attrs.evolve(role, warp_start=_plus(role.warp_start, four), warp_stop=_plus(four, role.warp_stop), body=body)
+    consumer = attrs.evolve(
+        role, warp_start=_plus(role.warp_start, four), warp_stop=_plus(four, role.warp_stop), body=tuple(body)
+    )
     return attrs.evolve(
         kernel,
         consts=tuple(consts),
