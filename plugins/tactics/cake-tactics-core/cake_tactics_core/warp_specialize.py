@@ -9,14 +9,15 @@ of tile ``i`` in iteration ``i`` of a top-level loop, either directly (``cp.asyn
 while the loop reads ``cs[i % S]``). The rewrite:
 
 * adds a producer role of 4 warps (warps 0..4) that repeats the consumer's skeleton: its loops, the lets
-  they and the copies' indices need, and the ``bar.sync``\ s the consumer keeps (a CTA barrier counts every
-  thread, so the producer passes each one too: knn's score tile). Where the consumer waits for a stage, the
-  producer takes one (``pipe.acquire``) and issues ``tma.load`` into it for every copy; a ring's copy index
-  is recovered from its prefetch index (``j`` becomes ``i``: tile ``i`` in iteration ``i``). Where the CTA's
-  registers fit only so, the producer gets a setmaxnreg budget of 40 (application ``{"regs": 40}``);
+  they and the copies' indices need, and the ``bar.sync`` barriers the consumer keeps (a CTA barrier
+  counts every thread, so the producer passes each one too: knn's score tile). Where the consumer waits
+  for a stage, the producer takes one (``pipe.acquire``) and issues ``tma.load`` into it for every copy; a
+  ring's copy index is recovered from its prefetch index (``j`` becomes ``i``: tile ``i`` in iteration
+  ``i``). Where the CTA's registers fit only so, the producer gets a setmaxnreg budget of 40 (the
+  application ``{"regs": 40}``);
 * shifts the old role after the producer's warps and removes its cp.async, cp.async.commit,
-  cp.async.wait, the prologue, the prefetch lets and the ``bar.sync``\\ s that only ordered the copies (one
-  next to a copy or a wait, in a scope where nothing else writes shared memory);
+  cp.async.wait, the prologue, the prefetch lets and the ``bar.sync`` barriers that only ordered the
+  copies (one next to a copy or a wait, in a scope where nothing else writes shared memory);
 * declares one pipe per copy site (the top-level copies share one, each loop's copies share one): its
   consumer waits (``pipe.wait``) before the first statement that reads the stage and releases it
   (``pipe.release``) after the last, in the scope of the copies (the loop body, or the role's top level);
@@ -163,7 +164,10 @@ def plan(kernel: n.Kernel, target: Target) -> list[_Site]:
     top: list[_Copy] = []
     sites: list[_Site] = []
     prologues: dict[str, tuple[n.For, tuple[n.Expr, n.Ref, n.Ref]]] = {}
+    lets: dict[str, n.Expr] = {}  # the role's top-level lets so far, by name
     for st in role.body:
+        if isinstance(st, n.Let):
+            lets[st.name] = substitute(st.value, lets)
         if _is(st, "cp.async"):
             dst, src = _copy_parts(st, params, smem)
             if dst.index or smem[dst.name].stages is not None:
@@ -175,7 +179,7 @@ def plan(kernel: n.Kernel, target: Target) -> list[_Site]:
                 prologues[buf] = (st, parts)
             seen += [c for c in n.walk_stmts(st.body) if _is(c, "cp.async")]
         elif isinstance(st, n.For):
-            site = _loop_site(st, params, smem, prologues)
+            site = _loop_site(st, params, smem, prologues, lets)
             if site is not None:
                 sites.append(site)
                 seen += [c for c in n.walk_stmts(st.body) if _is(c, "cp.async")]
@@ -192,7 +196,10 @@ def plan(kernel: n.Kernel, target: Target) -> list[_Site]:
     return out
 
 
-def _loop_site(loop: n.For, params: set[str], smem: dict[str, n.Smem], prologues: dict) -> _Site | None:
+def _loop_site(
+    loop: n.For, params: set[str], smem: dict[str, n.Smem], prologues: dict, outer: dict[str, n.Expr]
+) -> _Site | None:
+    """The copies of ``loop`` (``outer``: the role's lets before it, by name), ``None`` where it has none."""
     lets = {st.name: st.value for st in loop.body if isinstance(st, n.Let)}
     direct, ring, prefetch = [], [], None
     for st in loop.body:
@@ -206,11 +213,12 @@ def _loop_site(loop: n.For, params: set[str], smem: dict[str, n.Smem], prologues
             if st.orelse or not (isinstance(cond, n.Bin) and cond.op == "<" and isinstance(cond.left, n.Name)):
                 raise Refused("a loop's guarded copy is not `if j < STOP`")
             j = cond.left.id
-            if j not in lets or not _same(cond.right, loop.stop) or not all(_is(c, "cp.async") for c in st.then):
+            bounded = _equal(substitute(cond.right, outer), substitute(loop.stop, outer))
+            if j not in lets or not bounded or not all(_is(c, "cp.async") for c in st.then):
                 raise Refused("a loop's guarded copy is not the prefetch of a ring")
             for c in st.then:
                 dst, src = _copy_parts(c, params, smem)
-                ring.append(_ring_copy(loop, j, lets[j], dst, src, smem[dst.name], prologues))
+                ring.append(_ring_copy(loop, j, lets[j], dst, src, smem[dst.name], prologues, outer))
             prefetch = j
     if direct and ring:
         raise Refused("a loop copies both directly and through a ring")
@@ -222,7 +230,9 @@ def _loop_site(loop: n.For, params: set[str], smem: dict[str, n.Smem], prologues
     return _Site(loop, tuple(direct))
 
 
-def _ring_copy(loop: n.For, j: str, offset_expr: n.Expr, dst: n.Ref, src: n.Ref, buf: n.Smem, prologues) -> _Copy:
+def _ring_copy(
+    loop: n.For, j: str, offset_expr: n.Expr, dst: n.Ref, src: n.Ref, buf: n.Smem, prologues: dict, outer: dict
+) -> _Copy:
     """The copy of tile ``i`` in iteration ``i`` that the prefetch ``let j = i + OFF`` / prologue pair
     issues ``OFF`` iterations ahead; raises where the pair does not fill tiles ``0 .. STOP`` in order."""
     if buf.stages is None or dst.name not in prologues or not _same(loop.start, n.Num(0)) or loop.step is not None:
@@ -230,7 +240,7 @@ def _ring_copy(loop: n.For, j: str, offset_expr: n.Expr, dst: n.Ref, src: n.Ref,
     pro, (bound, pro_dst, pro_src) = prologues[dst.name]
     if not _equal(offset_expr, n.Bin("+", n.Name(loop.var), pro.stop)):
         raise Refused(f"the prefetch index `{j}` is not `{loop.var}` plus the prologue's length")
-    if not (_same(pro.start, n.Num(0)) and _same(bound, loop.stop)):
+    if not (_same(pro.start, n.Num(0)) and _equal(substitute(bound, outer), substitute(loop.stop, outer))):
         raise Refused("the prologue does not fill the tiles the loop's prefetch skips")
     if not _at_stage(dst, n.Bin("%", n.Name(j), buf.stages)):
         raise Refused(f"the prefetch does not copy into stage `{j} % {print_expr(buf.stages)}`")
@@ -315,6 +325,8 @@ def _op(name: str, outs=(), ins=()) -> n.Op:
 
 
 def _plus(a: n.Expr, b: n.Expr) -> n.Expr:
+    if isinstance(a, n.Num) and isinstance(b, n.Num):
+        return n.Num(a.value + b.value)
     return b if _same(a, n.Num(0)) else a if _same(b, n.Num(0)) else n.Bin("+", a, b)
 
 
@@ -354,7 +366,7 @@ def _smem_writes(body: tuple[n.Stmt, ...], smem: set[str]) -> bool:
 
 
 def _drop_copy_barriers(body: tuple[n.Stmt, ...], cyclic: bool, smem: set[str]) -> tuple[n.Stmt, ...]:
-    """``body`` without the ``bar.sync``\\ s next to a copy or a wait (cyclically in a loop body), where
+    """``body`` without the ``bar.sync`` barriers next to a copy or a wait (cyclically in a loop body), where
     nothing else in the scope writes shared memory."""
     if _smem_writes(body, smem):
         return body
@@ -478,8 +490,9 @@ def warp_specialized(kernel: n.Kernel, target: Target, regs: int | None = None) 
 
     four = n.Num(PRODUCER_WARPS)
     consumer = attrs.evolve(
-        role, warp_start=_plus(role.warp_start, four), warp_stop=_plus(four, role.warp_stop), body=tuple(body)
-    )
+        role, warp_start=_plus(role.warp_start, four), warp_stop=_plus(four, role.warp_stop),
+        body=tuple(_needed(body, set())),  # the lets only the copies used go too
+    )  # fmt: skip
     return attrs.evolve(
         kernel,
         consts=tuple(consts),

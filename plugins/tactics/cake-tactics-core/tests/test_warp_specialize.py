@@ -166,6 +166,19 @@ def test_a_buffer_copied_in_every_iteration_becomes_a_two_stage_ring() -> None:
     _compiles(text)
 
 
+def test_the_staging_tactics_ring_splits_too() -> None:
+    """naive.cake staged by the staging tactic (a ring of centroids filled one iteration ahead, its bound a
+    let): the producer loads centroid k in iteration k; the let only the copies used goes."""
+    naive = parse(_text("kmeans-assign", "naive"), "naive.cake")
+    site = Application("staging", "assign:all:k:c[b, k, :]", {"stages": 2})
+    staged = print_module(plugins.registry().get("tactics", "staging").apply(naive, _target(), site))
+    lines = _lines(_split("kmeans-assign", staged, "assign", {}), "assign")
+    assert "cta warps 8" in lines and "role all warps 4..8:" in lines
+    assert lines[lines.index("role producer warps 0..4:") + 1 :][:3] == [
+        "for k in 0 .. K:", "pipe.acquire s <- cring", "tma.load c_ring[s] <- c[b, k, :]"]  # fmt: skip
+    assert not any(ln.startswith(("let", "cp.async", "bar.sync")) for ln in lines)
+
+
 def test_knn_keeps_the_barriers_of_its_score_tile_in_both_roles() -> None:
     """fused_topk.cake: the bar.syncs that order the score tile ``sc`` stay, so the producer passes them too
     (a CTA barrier counts every thread); at K=32 the consumer's lists fill the block's registers, so the
