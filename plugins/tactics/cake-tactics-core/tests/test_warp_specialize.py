@@ -20,8 +20,6 @@ from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Application, Tactic
-from cake_core.verify.interp_gate import run_gate
-from cake_core.verify.runner import verify_source
 
 from cake_tactics_core.warp_specialize import Refused, plan
 
@@ -83,21 +81,19 @@ def _target(name: str = "h200"):
     return plugins.registry().get("targets", name)
 
 
-def _passes(problem: str, module: n.Module) -> str:
-    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``, printed
-    and read back; the text, for a look at what it says."""
-    reg = plugins.registry()
-    text = print_module(module)
-    report = verify_source(text, "rewritten.cake", _target(), reg)
-    assert report.ok, [d.message for d in report.diagnostics if d.is_error]
-    gate = run_gate(reg.get("problems", problem), parse(text, "rewritten.cake"), reg)
+def _passes(problem: str, module: n.Module) -> pipeline.Candidate:
+    """``module`` printed and read back (what an agent hands the loop) as a candidate for h200 that the
+    verifier and the interpreter gate with ``problem``'s oracle pass."""
+    cand = pipeline.Candidate(pipeline.load_text(print_module(module), "rewritten.cake"), _target())
+    assert cand.verify().ok, [d.message for d in cand.verify().diagnostics if d.is_error]
+    gate = cand.interp_gate(plugins.registry().get("problems", problem))
     assert gate.ok, [d.message for d in gate.diagnostics]
-    return text
+    return cand
 
 
-def _split(problem: str, text: str, kernel: str, params: dict) -> str:
+def _split(problem: str, text: str, kernel: str, params: dict) -> pipeline.Candidate:
     """Apply the one application offered on ``kernel`` (its params ``params``), check the input and the
-    output, and return the output's text."""
+    output, and return the output as a candidate."""
     module, t = parse(text, "input.cake"), _tactic()
     _passes(problem, module)
     offered = t.applications(module, _target())
@@ -107,15 +103,20 @@ def _split(problem: str, text: str, kernel: str, params: dict) -> str:
     return _passes(problem, out)
 
 
-def _compiles(text: str) -> None:
-    """NVRTC compiles the program for h200 at T=bf16, D=128."""
-    cand = pipeline.Candidate(pipeline.load_text(text, "split.cake"), _target())
+def _compiles(cand: pipeline.Candidate) -> None:
+    """NVRTC compiles the candidate's program for h200 at T=bf16, D=128."""
     compiled = cand.compile(cand.spec({"T": "bf16", "D": 128}), cache=False)
     assert compiled.cubin[:4] == b"\x7fELF"
 
 
-def _lines(text: str, kernel: str) -> list[str]:
+def _lines(cand: pipeline.Candidate, kernel: str) -> list[str]:
+    """The lines of ``kernel`` in the candidate's text, stripped."""
+    text = cand.source.text
     return [ln.strip() for ln in text[text.index(f"kernel {kernel}(") :].splitlines()]
+
+
+def _between(lines: list[str], first: str, last: str) -> list[str]:
+    return lines[lines.index(first) + 1 : lines.index(last)]
 
 
 def test_it_registers_through_the_entry_point() -> None:
@@ -127,10 +128,9 @@ def test_it_registers_through_the_entry_point() -> None:
 def test_the_ampere_ring_becomes_a_tma_producer_and_its_consumer() -> None:
     """ampere.cake: the prologue and the copy issued S - 1 iterations ahead become one tma.load of tile i in
     iteration i; the consumer waits for the stage where it first reads it and releases it after."""
-    text = _split("kmeans-assign", _text("kmeans-assign", "ampere"), "assign", {})
-    lines = _lines(text, "assign")
-    producer = lines[lines.index("role producer warps 0..4:") + 1 : lines.index("role main warps 4..4 + WM * WN:")]
-    assert producer == [
+    cand = _split("kmeans-assign", _text("kmeans-assign", "ampere"), "assign", {})
+    lines = _lines(cand, "assign")
+    assert _between(lines, "role producer warps 0..4:", "role main warps 4..4 + WM * WN:") == [
         "let NT = cdiv(K, BN) * KC",
         "pipe.acquire xb <- xring",
         "tma.load xs[xb] <- x[b, t * BM : +BM, :]",
@@ -147,23 +147,23 @@ def test_the_ampere_ring_becomes_a_tma_producer_and_its_consumer() -> None:
     assert loop[5:8] == ["ldmatrix bt <- cs[s, :, kk * 16 : +16]", "mma.sync acc <- a, bt^T", "pipe.release cring[s]"]
     assert main.index("pipe.wait xb <- xring") == main.index("for i in 0 .. NT:") - 1
     assert main[main.index("argmin.reduce rv, ri <- bv, bi, red") - 1] == "pipe.release xring[xb]"
-    _compiles(text)
+    _compiles(cand)
 
 
 def test_a_buffer_copied_in_every_iteration_becomes_a_two_stage_ring() -> None:
     """The tensorize output copies one centroid tile per iteration into an unstaged buffer: it becomes a
     ring of a new constant S = 2 (the ring-depth tactic deepens it); both bar.syncs go."""
-    text = _split("kmeans-assign", _w1(), "assign", {})
-    lines = _lines(text, "assign")
+    cand = _split("kmeans-assign", _w1(), "assign", {})
+    lines = _lines(cand, "assign")
     assert {"const S = 2", "smem cs: T[S][BN, D] align 128", "smem xs: T[1][BM, D] align 128"} <= set(lines)
     loop = lines[lines.index("role producer warps 0..4:") :]
     assert loop[1:6] == ["pipe.acquire xb <- xring", "tma.load xs[xb] <- x[b, t * BM : +BM, :]",
                          "for kt in 0 .. cdiv(K, BN):", "pipe.acquire s <- cring",
                          "tma.load cs[s] <- c[b, kt * BN : +BN, :]"]  # fmt: skip
     assert "bar.sync" not in lines and not any(ln.startswith("cp.async") for ln in lines)
-    deeper = plugins.registry().get("tactics", "ring-depth").applications(parse(text, "w2.cake"), _target())
+    deeper = plugins.registry().get("tactics", "ring-depth").applications(cand.source.module, _target())
     assert "ring-depth@assign.cs(stages=3)" in {a.key for a in deeper}
-    _compiles(text)
+    _compiles(cand)
 
 
 def test_the_staging_tactics_ring_splits_too() -> None:
@@ -183,10 +183,8 @@ def test_knn_keeps_the_barriers_of_its_score_tile_in_both_roles() -> None:
     """fused_topk.cake: the bar.syncs that order the score tile ``sc`` stay, so the producer passes them too
     (a CTA barrier counts every thread); at K=32 the consumer's lists fill the block's registers, so the
     producer gets a setmaxnreg budget of 40."""
-    text = _split("knn", _text("knn", "fused_topk"), "topk", {"regs": 40})
-    lines = _lines(text, "topk")
-    producer = lines[lines.index("role producer warps 0..4 regs 40:") + 1 : lines.index("role main warps 4..4 + WM * WN:")]
-    assert producer == [
+    lines = _lines(_split("knn", _text("knn", "fused_topk"), "topk", {"regs": 40}), "topk")
+    assert _between(lines, "role producer warps 0..4 regs 40:", "role main warps 4..4 + WM * WN:") == [
         "let NT = cdiv(N, BN) * KC",
         "pipe.acquire qb <- qring",
         "tma.load qs[qb] <- q[b, t * BM : +BM, :]",
