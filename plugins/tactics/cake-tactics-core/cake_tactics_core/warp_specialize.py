@@ -225,7 +225,10 @@ def _loop_site(
     if not direct and not ring:
         return None
     if ring:
-        (pro,) = {id(prologues[c.buffer][0]): prologues[c.buffer][0] for c in ring}.values()
+        pros = list({id(prologues[c.buffer][0]): prologues[c.buffer][0] for c in ring}.values())
+        if len(pros) != 1:
+            raise Refused("a loop's rings are filled by different prologues")
+        pro = pros[0]
         return _Site(loop, tuple(ring), ring=True, prologue=pro, prefetch=prefetch)
     return _Site(loop, tuple(direct))
 
