@@ -1,5 +1,4 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
-staging, tensorize, pipe operands)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, tensorize, warp specialization, pipe operands)."""
 
 from __future__ import annotations
 
@@ -14,12 +13,13 @@ from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
+from cake_tactics_core.warp_specialize import WarpSpecialize
 
-__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "cake_register_tactics"]
+__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "WarpSpecialize", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), PipeOperand()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), PipeOperand()):
         register(tactic)
