@@ -12,7 +12,8 @@ For one problem cell: the candidate's compiled specialization (built and compile
 3. checked again on the timed run's outputs.
 
 The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
-outputs that hold NaN or Inf. Every outcome, failures included, becomes a :class:`Measurement` record (the
+outputs that hold NaN or Inf. ``phases`` records the wall seconds of each step in this process (what a
+dispatch's device time goes to). Every outcome, failures included, becomes a :class:`Measurement` record (the
 JSON format of ``bench/results/``); only status ``ok`` with ``correct`` may be ranked.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,9 @@ class Measurement:
     ``floor_ms``, the least time the target allows: the timing is not to be trusted), or a failure of
     the run itself (``fault``, ``timeout``, ``error``, ``compile-error``). ``error`` says why in one line.
     ``oracle`` holds each verdict in order. ``median_ms`` and ``samples`` are kept for a quarantined
-    candidate too (they are the evidence).
+    candidate too (they are the evidence). ``phases`` holds the wall seconds of each step of the dispatch
+    (``prepare``, ``sass``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``), those it reached, and
+    the worker's own steps of the first and the timed run (``run.upload``, ``timed.run``, ...).
     """
 
     problem: str
@@ -74,6 +78,7 @@ class Measurement:
     tflops: float | None = None
     floor_ms: float | None = None
     differing: int | None = None
+    phases: dict[str, float] | None = None
 
 
 def git_commit(path: str | Path = ".") -> str:
@@ -172,6 +177,16 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     from cake_core.runtime.nvrtc import CompileError
     from cake_core.runtime.sass import check_claims
 
+    phases: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str, result: Any = None) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - clock[0], 4)
+        clock[0] = now
+        for step, seconds in (getattr(result, "phases_s", None) or {}).items():  # the worker's own steps
+            phases[f"{name}.{step.removesuffix('_s')}"] = round(seconds, 4)
+
     values = program_values(candidate.check(), problem, shape, dtype)
     spec = candidate.spec(values)
     try:
@@ -183,12 +198,14 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     plan = build_plan(lowered, compiled.cubin, values)
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
     resources = unstructure(compiled.kernels)
+    lap("prepare")
     finding = check_claims(compiled.cubin, candidate.sass_claims())
+    lap("sass")
     sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
             "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
             "error": finding.error}  # fmt: skip
     oracle: list[str] = []
-    kept = dict(sass=sass, resources=resources, hash=lowered.hash)
+    kept = dict(sass=sass, resources=resources, hash=lowered.hash, phases=phases)
 
     def fail(status: str, error: str | None, gpu: str | None, **more: Any) -> Measurement:
         return Measurement(**base, gpu=gpu, median_ms=more.pop("median_ms", None), samples=more.pop("samples", []),
@@ -206,13 +223,16 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
 
     inputs = problem.make_inputs(shape, dtype, seed)
     first = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
+    lap("run", first)
     if not first.ok:
         return fail(first.status, first.error, first.gpu_name)
     again = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
+    lap("again")
     if not again.ok:
         return fail(again.status, again.error, again.gpu_name)
     differ = differing_elements(first.outputs, again.outputs)
     wrong = judge("before timing", inputs, first)
+    lap("oracle")
     if any(differ.values()):
         text = ", ".join(f"{n} of {first.outputs[k].size} elements of `{k}`" for k, n in differ.items() if n)
         return fail("nondeterministic", f"two runs on the same inputs differ bit for bit: {text}", again.gpu_name,
@@ -224,11 +244,13 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
                            differing=0, **kept)  # fmt: skip
     inputs = problem.make_inputs(shape, dtype, seed + 1)
     timed = runner.run(plan, inputs, fetch=outputs, timing=timing, timeout_s=timeout_s)
+    lap("timed", timed)
     if not timed.ok:
         return fail(timed.status, timed.error, timed.gpu_name)
     median = timed.median_ms
     samples = list(timed.samples_ms)
     wrong = judge("after timing", inputs, timed)
+    lap("oracle-after")
     floor = base["floor_ms"]
     if floor is not None and median is not None and median < floor:
         return fail("quarantined", f"quarantined: beats the floor: measured {median:.4g} ms, the least this cell "

@@ -526,6 +526,7 @@ def _drive(loop: Loop) -> RunSummary:
             runner = None
     try:
         if runner is not None:
+            loop.bench_problem.keep_in(runner)  # the run's inputs cross to the worker once
             _baseline(loop, runner)
         rnd = 0
         while True:
