@@ -27,10 +27,11 @@ def dispatches(path: Path) -> list[dict[str, Any]]:
     db.row_factory = sqlite3.Row
     out = []
     for r in db.execute("SELECT * FROM dispatches ORDER BY id"):
-        m = json.loads(r["measurement"])
+        m = json.loads(r["measurement"])  # held `phases` at e421a9b (the commit measured)
+        phases = json.loads(r["phases_seconds"]) if "phases_seconds" in r.keys() and r["phases_seconds"] else None
         out.append({"impl": r["impl"], "candidate": r["candidate"] is not None, "seconds": r["seconds"],
                     "status": r["status"], "correct": bool(r["correct"]), "median_ms": r["median_ms"],
-                    "gpu": r["gpu"], "phases": m.get("phases")})  # fmt: skip
+                    "gpu": r["gpu"], "phases": phases or m.get("phases")})  # fmt: skip
     db.close()
     return out
 
