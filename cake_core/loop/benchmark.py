@@ -11,10 +11,11 @@ For one problem cell: the candidate's compiled specialization (built and compile
    trust: status ``quarantined``, whatever the oracle says of that run;
 3. checked again on the timed run's outputs.
 
-The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
-outputs that hold NaN or Inf. ``phases`` records the wall seconds of each step in this process (what a
-dispatch's device time goes to). Every outcome, failures included, becomes a :class:`Measurement` record (the
-JSON format of ``bench/results/``); only status ``ok`` with ``correct`` may be ranked.
+The cubin's SASS is checked for every instruction the schedule claims (cuobjdump, in a thread beside the
+GPU work). A failing verdict names the outputs that hold NaN or Inf. ``phases`` records the wall seconds of
+each step in this process (what a dispatch's device time goes to). Every outcome, failures included,
+becomes a :class:`Measurement` record (the JSON format of ``bench/results/``); only status ``ok`` with
+``correct`` may be ranked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import datetime as _dt
 import subprocess
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,8 @@ class Measurement:
     the run itself (``fault``, ``timeout``, ``error``, ``compile-error``). ``error`` says why in one line.
     ``oracle`` holds each verdict in order. ``median_ms`` and ``samples`` are kept for a quarantined
     candidate too (they are the evidence). ``phases`` holds the wall seconds of each step of the dispatch
-    (``prepare``, ``sass``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``), those it reached, and
+    (``prepare``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``, then ``sass``: the wait for the SASS
+    check, which runs beside them), those it reached, and
     the worker's own steps of the first and the timed run (``run.upload``, ``timed.run``, ...).
     """
 
@@ -199,17 +202,25 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
     resources = unstructure(compiled.kernels)
     lap("prepare")
-    finding = check_claims(compiled.cubin, candidate.sass_claims())
-    lap("sass")
-    sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
-            "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
-            "error": finding.error}  # fmt: skip
+    # cuobjdump (about half a second at the reference cell) runs beside the GPU work; its finding is awaited
+    # where the record is made
+    disassembly = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cake-sass")
+    claimed = disassembly.submit(check_claims, compiled.cubin, candidate.sass_claims())
+    disassembly.shutdown(wait=False)
     oracle: list[str] = []
-    kept = dict(sass=sass, resources=resources, hash=lowered.hash, phases=phases)
+
+    def kept() -> dict[str, Any]:
+        """The fields every record of a compiled candidate has (the SASS finding awaited: ``sass`` phase)."""
+        finding = claimed.result()
+        lap("sass")
+        sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
+                "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
+                "error": finding.error}  # fmt: skip
+        return dict(sass=sass, resources=resources, hash=lowered.hash, phases=phases)
 
     def fail(status: str, error: str | None, gpu: str | None, **more: Any) -> Measurement:
         return Measurement(**base, gpu=gpu, median_ms=more.pop("median_ms", None), samples=more.pop("samples", []),
-                           correct=False, status=status, error=error, oracle=oracle, **kept, **more)  # fmt: skip
+                           correct=False, status=status, error=error, oracle=oracle, **kept(), **more)  # fmt: skip
 
     def judge(when: str, inputs: Mapping[str, np.ndarray], result: Any) -> str | None:
         """The oracle's verdict on ``result`` (kept in ``oracle``); its summary, with NaN and Inf named, if
@@ -241,7 +252,7 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
         return fail("wrong", wrong, first.gpu_name, differing=0)
     if timing is None:
         return Measurement(**base, gpu=first.gpu_name, median_ms=None, samples=[], correct=True, oracle=oracle,
-                           differing=0, **kept)  # fmt: skip
+                           differing=0, **kept())  # fmt: skip
     inputs = problem.make_inputs(shape, dtype, seed + 1)
     timed = runner.run(plan, inputs, fetch=outputs, timing=timing, timeout_s=timeout_s)
     lap("timed", timed)
@@ -259,4 +270,4 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     tflops = problem.flops(shape) / (median * 1e-3) / 1e12 if median else None
     return Measurement(**base, gpu=timed.gpu_name, median_ms=median, samples=samples, correct=wrong is None,
                        status="ok" if wrong is None else "wrong", error=wrong, oracle=oracle, tflops=tflops,
-                       differing=0, **kept)  # fmt: skip
+                       differing=0, **kept())  # fmt: skip

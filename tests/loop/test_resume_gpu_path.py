@@ -5,6 +5,7 @@ each step of them took."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,11 @@ def test_resume_takes_measurements_from_the_ledger(reference_gpu, small_cell, tm
     assert Ledger.open(tmp_path / "cut", {}).contents() == Ledger.open(tmp_path / "whole", {}).contents()
     steps = {"prepare", "sass", "run", "again", "oracle", "timed", "oracle-after"}
     assert len(again.phases) == 4 and all(steps <= set(p) for p in again.phases)  # read back, and taken anew
+    findings = [json.loads(r["measurement"])["sass"] for r in Ledger.open(tmp_path / "whole", {}).rows(
+        "SELECT measurement FROM dispatches WHERE candidate IS NOT NULL")]  # fmt: skip
+    assert len(findings) == 4  # cuobjdump ran beside the (fake) GPU work, and its finding is in every record
+    assert all(f["available"] and f["error"] is None and f["present"] == f["claims"] for f in findings), findings
+    assert sum(bool(f["claims"]) for f in findings) >= 3  # every committed schedule but the naive one claims some
 
 
 def test_a_ledger_written_before_phases_were_recorded_gains_their_column(tmp_path: Path) -> None:
