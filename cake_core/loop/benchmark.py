@@ -55,9 +55,9 @@ class Measurement:
     the run itself (``fault``, ``timeout``, ``error``, ``compile-error``). ``error`` says why in one line.
     ``oracle`` holds each verdict in order. ``median_ms`` and ``samples`` are kept for a quarantined
     candidate too (they are the evidence). ``phases`` holds the wall seconds of each step of the dispatch
-    (``prepare``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``, then ``sass``: the wait for the SASS
-    check, which runs beside them), those it reached, and
-    the worker's own steps of the first and the timed run (``run.upload``, ``timed.run``, ...).
+    it reached (``prepare``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``, then ``sass``: the
+    wait for the SASS check, which runs beside them) and the worker's own steps of the first and the timed
+    run (``run.upload``, ``timed.run``, ...).
     """
 
     problem: str
