@@ -22,7 +22,8 @@ The operations that use these are :mod:`cake_core.primitives.pipes`; the verifie
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
@@ -96,6 +97,25 @@ def advance(p: str) -> n.Expr:
 def owner(k: n.Kernel) -> dict[str, n.Pipe]:
     """Which pipe owns each shared buffer a pipe names."""
     return {b: p for p in k.pipes for b in p.buffers}
+
+
+def release_fences_async_proxy(ops: Iterable[Any], p: n.Pipe, role: str) -> bool:
+    """Whether ``pipe.release`` of ``p`` by ``role`` fences the async proxy before its arrival: the role
+    touches a buffer of the pipe through the generic proxy (``ldmatrix``, ordinary loads) and the
+    stages are refilled through the async proxy (TMA). The arrival orders the role's accesses for the
+    generic proxy only; without ``fence.proxy.async.shared::cta`` the refill may land on bytes an
+    ``ldmatrix`` issued before the arrival still reads. ``ops``: the kernel's typed operations."""
+    buffers = set(p.buffers)
+    generic = refilled = False
+    for t in ops:
+        for e in t.prim.effects(t):
+            if e.tier is not Kind.SHARED or e.access is Access.NONE or e.operand.name not in buffers:
+                continue
+            if e.async_proxy:
+                refilled = refilled or e.access is not Access.READ
+            elif t.role.role.name == role:
+                generic = True
+    return generic and refilled
 
 
 def side_of(p: n.Pipe, role: str) -> str | None:

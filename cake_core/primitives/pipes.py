@@ -112,7 +112,9 @@ class PipeRelease(Primitive):
     doc = (
         "Consumer side. Every thread of the role instance arrives once on the stage's `empty` barrier, "
         "whose count the compiler derives as all threads of all consumer instances: release a stage "
-        "after the last read of it has completed (after the `wgmma.wait` that retires a wgmma reading it)."
+        "after the last read of it has completed (after the `wgmma.wait` that retires a wgmma reading it). "
+        "Where the role reads the stage through the generic proxy (`ldmatrix`, loads) and the producer "
+        "refills it through the async proxy (TMA), the lowering fences the async proxy before the arrival."
     )
     requires = frozenset({Feature.MBARRIER_TX})
     signature = Signature(
@@ -138,6 +140,11 @@ class PipeRelease(Primitive):
         pass
 
     def lower(self, op: TypedOp, ctx) -> None:
+        p = op.ins[0].decl
+        role = op.role.role.name  # type: ignore[attr-defined]
+        if isinstance(p, n.Pipe) and pipes.release_fences_async_proxy(ctx.model.ops, p, role):
+            # this thread's ldmatrix / loads of the stage complete before the TMA refill may begin
+            ctx.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
         addr = ctx.barrier_addr(op.operand("empty"))
         ctx.line(f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({addr}) : "memory");')
 
