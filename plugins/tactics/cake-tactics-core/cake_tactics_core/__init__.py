@@ -1,4 +1,5 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging,
+wgmma)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tile_shapes import TileShapes
+from cake_tactics_core.wgmma import Wgmma
 
-__all__ = ["RingDepth", "SmemLayout", "Staging", "TileShapes", "cake_register_tactics"]
+__all__ = ["RingDepth", "SmemLayout", "Staging", "TileShapes", "Wgmma", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Wgmma()):
         register(tactic)
