@@ -153,10 +153,31 @@ def sites(kernel: n.Kernel) -> list[_Site]:
                    and st.name not in fragments]  # fmt: skip
         if any(name not in LAYOUTS for name in layouts):
             continue
-        if not _operands_ok(kernel, site, fragments):
+        if not _operands_ok(kernel, site, fragments) or not _writes_rows(kernel, site):
             continue
         out.append(site)
     return out
+
+
+def _per_row(site: _Site) -> set[str]:
+    """The role's register tiles whose first extent is written with the accumulator's rows (``BM``,
+    ``BM * P``): each instance holds ``ROWS`` of them after the rewrite. The fragments are not."""
+    fragments = {_plain(op.outs[0]) for op in site.loads}
+    m = site.acc.shape[0]
+    return {st.name for st in site.role.body if isinstance(st, n.RegDecl) and st.name not in fragments
+            and st.shape and _mentions(st.shape[0], m)}  # fmt: skip
+
+
+def _writes_rows(kernel: n.Kernel, site: _Site) -> bool:
+    """Every operation of the role that writes a global or shared tile touches a tile of per-instance
+    rows, so the rewrite cuts what it writes to the instance's rows (no instance repeats another's
+    write)."""
+    rows = _per_row(site)
+    for op in _ops(site.role.body):
+        outs = {_tile(e) for e in op.outs}
+        if any(kernel.param(x) or kernel.buffer(x) for x in outs if x) and not any(_tile(e) in rows for e in op.operands):
+            return False
+    return True
 
 
 def _operands_ok(kernel: n.Kernel, site: _Site, fragments: set[str]) -> bool:
@@ -259,7 +280,7 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
     fragments = {_plain(op.outs[0]) for op in site.loads}
     regs = {st.name: st for st in role.body if isinstance(st, n.RegDecl)}
     # the rows the role's tiles hold per instance now: tiles whose first extent is the accumulator's rows
-    per_row = {name for name, r in regs.items() if name not in fragments and r.shape and _mentions(r.shape[0], m)}
+    per_row = _per_row(site)
     # argmin.reduce across warps (mma_rows -> rows through a scratch buffer) becomes per warpgroup, in place
     renames: dict[str, str] = {}
     for op in _ops(role.body):
