@@ -17,22 +17,26 @@ are new constants, ``BM`` the accumulator's rows), and each warpgroup multiplies
 
 ``accumulate=0`` replaces a ``fill acc, value=0`` right before the loop; elsewhere the fills stay and
 the wgmma accumulates (``accumulate=1``). The operand buffers become ``swizzle 128B`` (unpadded). The
-role's register tiles of ``BM`` rows get ``ROWS``: ``mma_acc`` becomes ``wgmma_acc``, ``mma_rows``
-``wgmma_rows``, ``rows`` stays; the ``a``/``bt`` fragments go. Every other operation of the role that
-touches one of those tiles reads or writes the instance's rows of its global or shared tiles
-(``out[b, t * BM + self * ROWS : +ROWS]``, ``sc[self * ROWS : +ROWS, :]``). The cross-warp reduction
-``argmin.reduce rv, ri <- bv, bi, red`` becomes the per-warpgroup ``argmin.reduce bv, bi <- bv, bi``
-(later uses of ``rv``/``ri`` read ``bv``/``bi``), and a scratch buffer nothing else uses goes.
+role's register tiles of ``BM`` rows get ``ROWS`` (``BM * P`` becomes ``ROWS * P``): ``mma_acc``
+becomes ``wgmma_acc``, ``mma_rows`` ``wgmma_rows``, ``rows`` stays; the ``a``/``bt`` fragments go.
+Every other operation of the role that touches one of those tiles reads or writes the instance's rows
+of its global and shared tiles: ``out[b, t * BM + self * ROWS : +ROWS]``, and ``sc[self * ROWS : +ROWS,
+:]`` for knn's ``store sc <- acc`` before ``topk.update`` (``store`` takes a ``wgmma_acc`` tile as it
+took the ``mma_acc`` one). The cross-warp ``argmin.reduce rv, ri <- bv, bi, red`` becomes the
+per-warpgroup ``argmin.reduce bv, bi <- bv, bi`` (later uses of ``rv``/``ri`` read ``bv``/``bi``), and
+a scratch buffer nothing else uses goes.
 
 Precondition: the target has wgmma; the role is one instance with exactly one such loop and no other
 ``ldmatrix``/``mma.sync``; both operands are read from column ``kk * 16`` of the whole rows (``:``) of
-their buffers, and the loop runs over their whole k extent from 0 (K-chunked operands — ``xs[:, kc *
-BK + kk * 16 : +16]``, a ring ``T[S][BN, BK]`` — are refused: a wgmma covers its operands' whole k
-extent from column 0, CR119); the operand buffers are written only by ``tma.load`` (the swizzle is
-then the copy engine's; ``cp.async`` does not write swizzled buffers) and read by nothing else; the
-fragments are used by the loop only; the accumulator's rows are a kernel constant; the role's register
-tiles are in ``mma_*`` or ``rows`` layouts; and the rewrite fits (:func:`cake_tactics_core.fit.fits`:
-whole warpgroups, ``ROWS`` a multiple of 64, the verifier's CR119/CR120 among the rest).
+their buffers and the loop runs over their whole k extent, so one wgmma covers it from column 0 (CR119):
+K-chunked operands, ``xs[xb][:, kc * BK + kk * 16 : +16]`` beside a ring ``T[S][BN, BK]`` as in
+``ampere.cake``, are refused; the operand buffers are written only by ``tma.load`` (the swizzle is the
+copy engine's; ``cp.async`` does not write swizzled rows) and read by nothing else; the fragments are
+the loop's alone; the accumulator's rows are a kernel constant; the role's register tiles are in
+``mma_*`` or ``rows`` layouts; every operation of the role that writes a global or shared tile touches
+a tile of per-instance rows (so no warpgroup repeats another's write); and the rewrite fits
+(:func:`cake_tactics_core.fit.fits`: whole warpgroups, ``ROWS`` a multiple of 64, the verifier's
+CR119/CR120 among the rest).
 """
 
 from __future__ import annotations
@@ -122,7 +126,7 @@ def _loop_site(kernel: n.Kernel, role: n.Role, loop: n.For) -> _Site | None:
     if None in (acc, fa, fb) or set(loads) != {fa, fb} or fa == fb:
         return None
     la, lb = loads[fa], loads[fb]
-    x, c = kernel.buffer(la.ins[0].name), kernel.buffer(lb.ins[0].name)
+    x, c = kernel.buffer(_tile(la.ins[0]) or ""), kernel.buffer(_tile(lb.ins[0]) or "")
     if not (_k_step(la.ins[0], x, loop.var) and _k_step(lb.ins[0], c, loop.var)) or x == c:
         return None
     regs = {st.name: st for st in role.body if isinstance(st, n.RegDecl)}
@@ -175,7 +179,8 @@ def _writes_rows(kernel: n.Kernel, site: _Site) -> bool:
     rows = _per_row(site)
     for op in _ops(site.role.body):
         outs = {_tile(e) for e in op.outs}
-        if any(kernel.param(x) or kernel.buffer(x) for x in outs if x) and not any(_tile(e) in rows for e in op.operands):
+        memory = any(kernel.param(x) or kernel.buffer(x) for x in outs if x)
+        if memory and not any(_tile(e) in rows for e in op.operands):
             return False
     return True
 
@@ -218,22 +223,23 @@ class Wgmma:
     precondition = (
         "the target has wgmma; a role of one instance multiplies in one k-loop `ldmatrix a, ldmatrix bt, mma.sync "
         "acc <- a, bt^T` over the whole rows and whole k extent (from column 0, not K-chunked) of two shared "
-        "buffers written only by tma.load and read by nothing else; its register tiles are mma_* or rows tiles "
-        "and the accumulator's rows a constant; the rewrite (per-4 warpgroups of ROWS = BM / WG rows, 128B "
-        "swizzle) type-checks, fits shared memory, keeps divisions exact and verifies for the target"
+        "buffers written only by tma.load and read by nothing else; its register tiles are mma_* or rows tiles, "
+        "the accumulator's rows a constant, and its writes to memory touch row tiles; the rewrite (per-4 "
+        "warpgroups of ROWS = BM / WG rows, 128B swizzle) type-checks, fits shared memory, keeps divisions exact "
+        "and verifies for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        if not target.has(Feature.WGMMA):
+        found = [(kernel.name, site) for kernel in module.kernels for site in sites(kernel)]
+        if not target.has(Feature.WGMMA) or not found:
             return []
         typed = checked(module, target)
         if typed is None:
             return []
         candidates = [
-            Application(self.name, f"{kernel.name}.{site.role.name}")
-            for kernel in module.kernels
-            for site in sites(kernel)
-            if _k_extent_whole(site, typed, kernel.name)
+            Application(self.name, f"{kernel}.{site.role.name}")
+            for kernel, site in found
+            if _k_extent_whole(site, typed, kernel)
         ]
         return offered(self, module, target, candidates)
 
@@ -260,8 +266,12 @@ def _fresh(kernel: n.Kernel, stem: str) -> str:
     return name
 
 
-def _op(name: str, outs=(), ins=(), **attributes: n.Expr) -> n.Op:
-    return n.Op(name=name, outs=tuple(outs), ins=tuple(ins), attrs=tuple(n.Attr(k, v) for k, v in attributes.items()))
+def _warps(role: n.Role) -> n.Expr:
+    """The role's warp count, as written: ``WM * WN`` for ``warps 4..4 + WM * WN``."""
+    start, stop = role.warp_start, role.warp_stop
+    if isinstance(stop, n.Bin) and stop.op == "+" and stop.left == start:
+        return stop.right
+    return stop if start == n.Num(0) else n.Bin("-", stop, start)
 
 
 def _zero_fill(st: n.Stmt, acc: str) -> bool:
@@ -274,9 +284,6 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
     wg, rows_name = _fresh(kernel, "WG"), _fresh(kernel, "ROWS")
     rows, m = n.Name(rows_name), site.acc.shape[0]
     role = site.role
-    count = role.warp_stop.right if (isinstance(role.warp_stop, n.Bin) and role.warp_stop.op == "+"
-                                     and role.warp_stop.left == role.warp_start) else (
-        role.warp_stop if role.warp_start == n.Num(0) else n.Bin("-", role.warp_stop, role.warp_start))  # fmt: skip
     fragments = {_plain(op.outs[0]) for op in site.loads}
     regs = {st.name: st for st in role.body if isinstance(st, n.RegDecl)}
     # the rows the role's tiles hold per instance now: tiles whose first extent is the accumulator's rows
@@ -302,14 +309,17 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
             if st is site.loop:
                 zero = i > 0 and _zero_fill(stmts[i - 1], site.acc.name)
                 out += [
-                    _op("wgmma", [n.Name(site.acc.name)], [a, b], accumulate=n.Num(0 if zero else 1)),
-                    _op("wgmma.commit"),
-                    _op("wgmma.wait", pending=n.Num(0)),
+                    n.Op(name="wgmma", outs=(n.Name(site.acc.name),), ins=(a, b),
+                         attrs=(n.Attr("accumulate", n.Num(0 if zero else 1)),)),
+                    n.Op(name="wgmma.commit"),
+                    n.Op(name="wgmma.wait", attrs=(n.Attr("pending", n.Num(0)),)),
                 ]
             elif isinstance(st, n.RegDecl):
                 if st.name in fragments or st.name in renames:
                     continue
-                layout = n.Layout(LAYOUTS[st.layout.name if st.layout else "rows"])
+                layout = st.layout
+                if layout is not None and layout.name != "rows":
+                    layout = n.Layout(LAYOUTS[layout.name])
                 shape = (_swap(st.shape[0], m, rows), *st.shape[1:]) if st.name in per_row else st.shape
                 out.append(attrs.evolve(st, shape=shape, layout=layout))
             elif isinstance(st, n.For):
@@ -324,7 +334,11 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
 
     new_role = attrs.evolve(role, per=n.Num(4), body=body(role.body))
     roles = tuple(new_role if r is role else r for r in kernel.roles)
-    consts = (*kernel.consts, n.Const(wg, n.Bin("/", count, n.Num(4))), n.Const(rows_name, n.Bin("/", m, n.Name(wg))))
+    consts = (
+        *kernel.consts,
+        n.Const(wg, n.Bin("/", _warps(role), n.Num(4))),
+        n.Const(rows_name, n.Bin("/", m, n.Name(wg))),
+    )
     used = {x for rr in roles for st in n.walk_stmts(rr.body) if isinstance(st, n.Op) for x in _named(st)}
     used |= {b for p in kernel.pipes for b in p.buffers}
     smem = []
