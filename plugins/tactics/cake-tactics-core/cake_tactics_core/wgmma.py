@@ -15,8 +15,9 @@ are new constants, ``BM`` the accumulator's rows), and each warpgroup multiplies
     wgmma.commit
     wgmma.wait pending=0
 
-``accumulate=0`` replaces a ``fill acc, value=0`` right before the loop; elsewhere the fills stay and
-the wgmma accumulates (``accumulate=1``). The operand buffers become ``swizzle 128B`` (unpadded). The
+``accumulate=0`` replaces a ``fill acc, value=0`` before the loop in its block with nothing that names
+``acc`` between (a ``pipe.wait`` may be); elsewhere the fills stay and the wgmma accumulates
+(``accumulate=1``). The operand buffers become ``swizzle 128B`` (unpadded). The
 role's register tiles of ``BM`` rows get ``ROWS`` (``BM * P`` becomes ``ROWS * P``): ``mma_acc``
 becomes ``wgmma_acc``, ``mma_rows`` ``wgmma_rows``, ``rows`` stays; the ``a``/``bt`` fragments go.
 Every other operation of the role that touches one of those tiles reads or writes the instance's rows
@@ -274,6 +275,20 @@ def _warps(role: n.Role) -> n.Expr:
     return stop if start == n.Num(0) else n.Bin("-", stop, start)
 
 
+def _fill_before(stmts: tuple[n.Stmt, ...], site: _Site) -> n.Op | None:
+    """The ``fill acc, value=0`` that the k-loop in ``stmts`` follows with only statements between that
+    do not name the accumulator (``pipe.wait s <- cring``), or ``None``."""
+    at = next((i for i, st in enumerate(stmts) if st is site.loop), None)
+    if at is None:
+        return None
+    for st in reversed(stmts[:at]):
+        if _zero_fill(st, site.acc.name):
+            return st
+        if not isinstance(st, (n.Op, n.Let)) or site.acc.name in (_named(st) if isinstance(st, n.Op) else names_in(st)):
+            return None
+    return None
+
+
 def _zero_fill(st: n.Stmt, acc: str) -> bool:
     value = st.attr("value") if isinstance(st, n.Op) else None
     return (isinstance(st, n.Op) and st.name == "fill" and len(st.operands) == 1 and _plain(st.operands[0]) == acc
@@ -302,12 +317,12 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
 
     def body(stmts: tuple[n.Stmt, ...]) -> tuple[n.Stmt, ...]:
         out: list[n.Stmt] = []
-        for i, st in enumerate(stmts):
-            nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-            if nxt is site.loop and _zero_fill(st, site.acc.name):
+        fill = _fill_before(stmts, site)
+        for st in stmts:
+            if st is fill:
                 continue  # the wgmma starts from zero instead
             if st is site.loop:
-                zero = i > 0 and _zero_fill(stmts[i - 1], site.acc.name)
+                zero = fill is not None
                 out += [
                     n.Op(name="wgmma", outs=(n.Name(site.acc.name),), ins=(a, b),
                          attrs=(n.Attr("accumulate", n.Num(0 if zero else 1)),)),
