@@ -52,6 +52,7 @@ from cake_core.ir.exprs import try_int
 from cake_core.loop.tactic import Application
 from cake_core.target import Feature
 
+from cake_tactics_core import construct
 from cake_tactics_core.fit import checked, names_in, offered, with_kernel
 
 if TYPE_CHECKING:
@@ -254,19 +255,6 @@ class Wgmma:
         return with_kernel(module, kernel_name, rewritten)
 
 
-def _fresh(kernel: n.Kernel, stem: str) -> str:
-    taken = {c.name for c in kernel.consts} | {s.name for s in kernel.smem} | {p.name for p in kernel.params}
-    taken |= names_in(kernel) | set(kernel.grid.vars) | {c.var for c in kernel.domain}
-    for role in kernel.roles:
-        taken |= {st.name for st in n.walk_stmts(role.body) if isinstance(st, (n.Let, n.RegDecl))}
-        taken |= {st.var for st in n.walk_stmts(role.body) if isinstance(st, n.For)}
-    name, i = stem, 1
-    while name in taken:
-        i += 1
-        name = f"{stem}{i}"
-    return name
-
-
 def _warps(role: n.Role) -> n.Expr:
     """The role's warp count, as written: ``WM * WN`` for ``warps 4..4 + WM * WN``."""
     start, stop = role.warp_start, role.warp_stop
@@ -296,7 +284,8 @@ def _zero_fill(st: n.Stmt, acc: str) -> bool:
 
 
 def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
-    wg, rows_name = _fresh(kernel, "WG"), _fresh(kernel, "ROWS")
+    fresh = construct.Fresh(kernel)
+    wg, rows_name = fresh("WG"), fresh("ROWS")
     rows, m = n.Name(rows_name), site.acc.shape[0]
     role = site.role
     fragments = {_plain(op.outs[0]) for op in site.loads}
@@ -324,10 +313,9 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
             if st is site.loop:
                 zero = fill is not None
                 out += [
-                    n.Op(name="wgmma", outs=(n.Name(site.acc.name),), ins=(a, b),
-                         attrs=(n.Attr("accumulate", n.Num(0 if zero else 1)),)),
-                    n.Op(name="wgmma.commit"),
-                    n.Op(name="wgmma.wait", attrs=(n.Attr("pending", n.Num(0)),)),
+                    construct.op("wgmma", [n.Name(site.acc.name)], [a, b], accumulate=n.Num(0 if zero else 1)),
+                    construct.op("wgmma.commit"),
+                    construct.op("wgmma.wait", pending=n.Num(0)),
                 ]
             elif isinstance(st, n.RegDecl):
                 if st.name in fragments or st.name in renames:

@@ -235,6 +235,24 @@ def test_knn_topk_consumer_becomes_wgmma_warpgroups() -> None:
     assert "smem sc: f32[BM, BN] pad 4" in text  # a buffer the multiply does not read keeps its layout
 
 
+
+@pytest.mark.parametrize(("problem", "kernel"), [("kmeans-assign", "assign"), ("knn", "topk")])
+def test_the_chain_from_the_naive_schedule_reaches_wgmma(problem: str, kernel: str) -> None:
+    """naive --tensorize--> one role with mma.sync --warp-specialize--> TMA producer + consumer --wgmma-->
+    consumer warpgroups: each step's first application, the last one checked against the oracle."""
+    path = PROBLEMS / problem.replace("-", "_") / "schedules" / "naive.cake"
+    module = parse(path.read_text(encoding="utf-8"), str(path))
+    reg = plugins.registry()
+    for name in ("tensorize", "warp-specialize"):
+        module = reg.get("tactics", name).apply(module, _target(), reg.get("tactics", name).applications(
+            module, _target())[0])  # fmt: skip
+    role = next(r.name for r in module.kernel(kernel).roles if r.name != "producer")
+    out = _rewritten(module, f"{kernel}.{role}")
+    _passes(problem, out)
+    text = _body(out, kernel)
+    assert "accumulate=0" in text and "fill acc" not in text and f"role {role} warps" in text and "per 4" in text
+
+
 # --- where the precondition refuses ---
 
 
