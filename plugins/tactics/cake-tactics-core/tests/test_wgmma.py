@@ -289,45 +289,15 @@ def test_refused_on_k_chunked_operands() -> None:
 
 
 def test_refused_on_operands_written_by_cp_async() -> None:
-    """The single-role whole-D form (ldmatrix from buffers cp.async fills, the tensorize tactic's
-    output), and the stored Ampere schedules of both problems: cp.async does not write swizzled rows."""
-    one_role = """
-kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, K], out: global i32[B, N])
-  domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
-  const BM = 128, BN = 64, WM = 4, WN = 2
-  grid (t, b) over (cdiv(N, BM), B)
-  cta warps WM * WN
-  smem xs: T[BM, D] pad 8
-  smem cs: T[BN, D] pad 8
-  smem red: f32[2, BM, WN]
-  role main warps 0..WM * WN:
-    reg acc: f32[BM, BN] layout mma_acc(WM, WN)
-    reg a: T[BM, 16] layout mma_a(WM, WN)
-    reg bt: T[BN, 16] layout mma_b(WM, WN)
-    reg bv: f32[BM] layout mma_rows(WM, WN)
-    reg bi: i32[BM] layout mma_rows(WM, WN)
-    reg rv: f32[BM] layout rows
-    reg ri: i32[BM] layout rows
-    fill bv, value=inf
-    fill bi, value=-1
-    cp.async xs <- x[b, t * BM : +BM, :], oob=zero
-    for kt in 0 .. cdiv(K, BN):
-      cp.async cs <- c[b, kt * BN : +BN, :], oob=zero
-      cp.async.commit
-      cp.async.wait pending=0
-      bar.sync
-      fill acc, value=0.0
-      for kk in 0 .. D / 16:
-        ldmatrix a <- xs[:, kk * 16 : +16]
-        ldmatrix bt <- cs[:, kk * 16 : +16]
-        mma.sync acc <- a, bt^T
-      argmin.update bv, bi <- acc, c_sq[b, kt * BN : +BN], base=kt * BN, scale=-2.0, oob=skip
-      bar.sync
-    argmin.reduce rv, ri <- bv, bi, red
-    store out[b, t * BM : +BM] <- ri, oob=skip
-"""
-    module = _module("kmeans-assign", "ampere", one_role)
+    """The single-role whole-D form (ldmatrix from buffers cp.async fills: the tensorize tactic's output
+    from naive.cake), and the stored Ampere schedules of both problems: cp.async does not write swizzled
+    rows."""
+    path = PROBLEMS / "kmeans_assign" / "schedules" / "naive.cake"
+    naive = parse(path.read_text(encoding="utf-8"), str(path))
+    tensorize = plugins.registry().get("tactics", "tensorize")
+    module = tensorize.apply(naive, _target(), tensorize.applications(naive, _target())[0])
     _passes("kmeans-assign", module)
+    assert "cp.async" in _body(module, "assign") and "mma.sync" in _body(module, "assign")
     assert sites(module.kernel("assign")) == []
     for problem, schedule in (("kmeans-assign", "ampere"), ("knn", "fused_topk"), ("kmeans-assign", "hopper")):
         path = PROBLEMS / problem.replace("-", "_") / "schedules" / f"{schedule}.cake"
