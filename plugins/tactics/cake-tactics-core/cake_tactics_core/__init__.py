@@ -1,4 +1,4 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, tensorize, warp specialization, pipe operands)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, tensorize, warp specialization, pipe operands, wgmma)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from cake_tactics_core.staging import Staging
 from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
 from cake_tactics_core.warp_specialize import WarpSpecialize
+from cake_tactics_core.wgmma import Wgmma
 
-__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "WarpSpecialize", "cake_register_tactics"]
+__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "WarpSpecialize", "Wgmma", "cake_register_tactics"]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), PipeOperand()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), PipeOperand(), Wgmma()):
         register(tactic)
