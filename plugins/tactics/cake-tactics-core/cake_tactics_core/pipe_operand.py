@@ -14,7 +14,9 @@ derives them), and makes the consumer read it from the stage it waits on::
     ... consumer:
         argmin.update bv, bi <- acc, c_sq_s[s], base=kt * BN, scale=-2.0, limit=K
 
-The out-of-bounds mask moves into the operation's ``limit``: a TMA copy fills the part of the box past
+Where the consumer released the stage before the operation (its tiles were read by then), the release
+moves to just after it: the stage now also holds the slice. The out-of-bounds mask moves into the
+operation's ``limit``: a TMA copy fills the part of the box past
 the tensor's end, so the stage has no bounds of its own, and the columns at or past the old extent are
 skipped as they were. A TMA tensor needs rows that start on 16-byte boundaries; where the slice's tensor
 is a program buffer whose rows cannot be shown to (``f32[B, K]`` for any K), the buffer's rows are padded
@@ -216,16 +218,27 @@ def _staged(module: n.Module, kernel: n.Kernel, site: _Site) -> n.Module:
 
     def consumer(body: tuple[n.Stmt, ...]) -> tuple[n.Stmt, ...]:
         out: list[n.Stmt] = []
+        held_back: n.Stmt | None = None  # a release of the stage before the operation, moved after it
         for st in body:
             if st is site.op:
                 ins = tuple(stage_ref if i == site.operand else e for i, e in enumerate(st.ins))
                 kept = tuple(a for a in st.attrs if a.key != "oob")
                 st = attrs.evolve(st, ins=ins, attrs=(*kept, n.Attr("limit", extent)))
-            elif isinstance(st, n.For):
+                out.append(st)
+                if held_back is not None:
+                    out.append(held_back)
+                    held_back = None
+                continue
+            if _releases(st, pipe.name, site.stage) and any(x is site.op for x in body):
+                held_back = st
+                continue
+            if isinstance(st, n.For):
                 st = attrs.evolve(st, body=consumer(st.body))
             elif isinstance(st, n.If):
                 st = attrs.evolve(st, then=consumer(st.then), orelse=consumer(st.orelse))
             out.append(st)
+        if held_back is not None:
+            out.append(held_back)
         return tuple(out)
 
     copy = n.Op(name="tma.load", outs=(n.Ref(buf, (n.At(n.Name(_ident(site.acquire.outs[0]))),)),), ins=(site.ref,))
@@ -257,6 +270,14 @@ def _staged(module: n.Module, kernel: n.Kernel, site: _Site) -> n.Module:
     kernel2 = attrs.evolve(kernel, roles=tuple(roles), smem=(*kernel.smem, smem), pipes=pipes)
     module = attrs.evolve(module, kernels=tuple(kernel2 if k.name == kernel.name else k for k in module.kernels))
     return _padded(module, kernel2, param)
+
+
+def _releases(st: n.Stmt, pipe: str, stage: str) -> bool:
+    """Whether ``st`` is ``pipe.release PIPE[STAGE]``."""
+    if not (isinstance(st, n.Op) and st.name == "pipe.release" and st.ins and isinstance(st.ins[0], n.Ref)):
+        return False
+    ref = st.ins[0]
+    return ref.name == pipe and len(ref.index) == 1 and _is_word(getattr(ref.index[0], "expr", None), stage)
 
 
 def _copies_into(st: n.Stmt, pipe: n.Pipe) -> bool:

@@ -86,3 +86,30 @@ def test_an_operation_that_cannot_take_the_mask_is_refused() -> None:
     text = print_module(before).replace(", oob=skip\n        pipe.release", "\n        pipe.release")
     assert "oob=skip\n        pipe.release" not in text
     assert _tactic().applications(parse(text, "unmasked.cake"), _target()) == []
+
+
+def _walk(module: n.Module, *steps: tuple[str, str]) -> n.Module:
+    """Apply, in order, the application of each named tactic whose key contains the given text."""
+    reg = plugins.registry()
+    for name, pick in steps:
+        tactic = reg.get("tactics", name)
+        app = next(a for a in tactic.applications(module, _target()) if pick in a.key)
+        module = tactic.apply(module, _target(), app)
+    return module
+
+
+def test_from_the_naive_schedules_of_two_problems_the_release_waits_for_the_slice() -> None:
+    """After tensorize, warp-specialize and wgmma, the consumer releases the stage before its epilogue reads
+    the global slice; staging the slice moves the release after that read. On kmeans-assign (registers
+    fold) and knn (shared fold, topk.update) the result passes the verifier and the oracle."""
+    for problem, item in (("kmeans-assign", "BN=128"), ("knn", "BN=64")):
+        naive = _load(PROBLEMS / problem.replace("-", "_") / "schedules" / "naive.cake")
+        before = _walk(naive, ("tensorize", item), ("warp-specialize", ""), ("wgmma", ""))
+        apps = _tactic().applications(before, _target())
+        assert len(apps) == 1, (problem, [a.key for a in apps])
+        text = _passes(problem, _tactic().apply(before, _target(), apps[0]))
+        lines = text.splitlines()
+        pipe = next(x.split()[1].rstrip(":") for x in lines if x.strip().startswith("pipe ") and "_s" in x)
+        update = next(i for i, x in enumerate(lines) if "limit=" in x and "_s[s]" in x)
+        releases = [i for i, x in enumerate(lines) if x.strip() == f"pipe.release {pipe}[s]"]
+        assert releases and all(i > update for i in releases), (problem, pipe)
