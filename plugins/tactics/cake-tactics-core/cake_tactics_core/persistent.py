@@ -20,7 +20,7 @@ ahead of its consumers.
 
 Precondition: the grid is not already persistent (no extent names ``SMS``) and ``SMS`` is not a name
 of the kernel; the kernel declares no mbarriers of its own (their hand-written parities would not carry
-across tiles; pipes do); with more than one role, every shared buffer belongs to a pipe (the only
+across tiles; pipes do) and runs in no clusters; with more than one role, every shared buffer belongs to a pipe (the only
 hand-off between roles that orders tiles); no top-level register tile's shape names a grid variable or
 a name bound in the role; no global parameter is both read and written by the kernel (a tile could
 read what another tile wrote, which the new order would expose); and the rewrite fits
@@ -104,6 +104,8 @@ def refusal(kernel: n.Kernel) -> str | None:
         return f"`{SMS}` is a name of the kernel"
     if kernel.barriers:
         return "the kernel declares mbarriers of its own"
+    if kernel.cta.cluster:
+        return "the kernel runs in clusters (a grid of min(SMS, tiles) CTAs need not fill them)"
     piped = {b for p in kernel.pipes for b in p.buffers}
     if len(kernel.roles) > 1 and any(s.name not in piped for s in kernel.smem):
         return "a shared buffer outside every pipe is handed between roles"
@@ -159,7 +161,7 @@ class Persistent:
 
     name = "persistent"
     precondition = (
-        "a kernel whose grid is not persistent yet, with no mbarriers of its own, every shared buffer of a "
+        "a kernel whose grid is not persistent yet, with no mbarriers of its own and no clusters, every shared buffer of a "
         "multi-role kernel in a pipe, top-level register tiles sized without grid or local names and no global "
         "both read and written; the rewrite (grid min(SMS, tiles), each role's body in a loop over tiles) fits"
     )

@@ -28,7 +28,7 @@ PROBLEMS = Path(plugins.__file__).parent / "problems"
 
 def _schedule(problem: str, name: str) -> n.Module:
     """A schedule of ``problem``, or one kept with these tests (``kmeans_assign_w3``: warp-specialized
-    TMA + wgmma, one tile a CTA)."""
+    TMA + wgmma, one tile a CTA; ``knn_ws``: warp-specialized TMA, scored with ``rowdot``)."""
     path = SCHEDULES / f"{name}.cake"
     if not path.exists():
         path = PROBLEMS / problem.replace("-", "_") / "schedules" / f"{name}.cake"
@@ -80,6 +80,7 @@ CASES = [
     ("kmeans-assign", "kmeans_assign_w3", ["centroid_norms", "assign"], "assign"),
     ("kmeans-assign", "ampere", ["centroid_norms", "assign"], "assign"),
     ("knn", "fused_topk", ["point_norms", "topk"], "topk"),
+    ("knn", "knn_ws", ["point_norms", "topk"], "topk"),
     ("kmeans-update", "atomic", ["zero", "accumulate", "finalize"], "accumulate"),
 ]
 
@@ -139,11 +140,16 @@ def test_the_kmeans_rewrites_compile_for_h200() -> None:
         assert source.count("for (int tile = w; tile < ") == len(module.kernels[1].roles) + 1
 
 
-def test_persistent_refuses_a_persistent_grid_and_a_global_read_and_written() -> None:
+def test_persistent_refuses_a_persistent_grid_mbarriers_and_a_global_read_and_written() -> None:
     target = _target()
     hopper = _schedule("kmeans-assign", "hopper")
     assert refusal(_kernel(hopper, "assign")) == "the grid is already persistent"
     assert [a.site for a in _tactic("persistent").applications(hopper, target)] == ["centroid_norms"]
+    # the same kernel with hand-written mbarriers, its grid put back to one tile a CTA: their parities
+    # would not carry across tiles
+    explicit = _kernel(_schedule("kmeans-assign", "explicit/hopper"), "assign")
+    tiled = attrs.evolve(explicit, grid=_kernel(_schedule("kmeans-assign", "kmeans_assign_w3"), "assign").grid)
+    assert refusal(tiled) == "the kernel declares mbarriers of its own"
     # finalize writing its quotients back into `sums`: a tile could read what another tile wrote
     text = print_module(_schedule("kmeans-update", "atomic")).replace("store centroids[", "store sums[")
     in_place = parse(text, "in_place.cake")
