@@ -20,10 +20,11 @@ ahead of its consumers.
 
 Precondition: the grid is not already persistent (no extent names ``SMS``) and ``SMS`` is not a name
 of the kernel; the kernel declares no mbarriers of its own (their hand-written parities would not carry
-across tiles; pipes do) and runs in no clusters; with more than one role, every shared buffer belongs to a pipe (the only
-hand-off between roles that orders tiles); no top-level register tile's shape names a grid variable or
-a name bound in the role; no global parameter is both read and written by the kernel (a tile could
-read what another tile wrote, which the new order would expose); and the rewrite fits
+across tiles; pipes do) and runs in no clusters; with more than one role, every shared buffer belongs
+to a pipe (the only hand-off between roles that orders tiles); no top-level register tile's shape
+names a grid variable or a name bound in the role; no global parameter is both read and written by
+the kernel (a tile could read what another tile wrote, which the new order would expose: the check
+does not try to prove the tiles' regions disjoint); and the rewrite fits
 (:func:`cake_tactics_core.fit.fits`).
 """
 
@@ -161,9 +162,10 @@ class Persistent:
 
     name = "persistent"
     precondition = (
-        "a kernel whose grid is not persistent yet, with no mbarriers of its own and no clusters, every shared buffer of a "
-        "multi-role kernel in a pipe, top-level register tiles sized without grid or local names and no global "
-        "both read and written; the rewrite (grid min(SMS, tiles), each role's body in a loop over tiles) fits"
+        "a kernel whose grid is not persistent yet, with no mbarriers of its own and no clusters, every shared "
+        "buffer of a multi-role kernel in a pipe, top-level register tiles sized without grid or local names and "
+        "no global both read and written; the rewrite (grid min(SMS, tiles), each role's body in a loop over tiles) "
+        "fits"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:

@@ -86,7 +86,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("problem", "schedule", "kernels", "kernel"), CASES, ids=lambda v: str(v))
-def test_a_persistent_kernel_computes_what_the_grid_did(problem: str, schedule: str, kernels: list[str], kernel: str) -> None:
+def test_a_persistent_kernel_computes_what_the_grid_did(
+    problem: str, schedule: str, kernels: list[str], kernel: str
+) -> None:
     module = _schedule(problem, schedule)
     _passes(problem, module)
     apps = _tactic("persistent").applications(module, _target())
@@ -105,8 +107,11 @@ def test_the_grid_becomes_one_cta_per_multiprocessor_walking_the_tiles() -> None
     text = print_module(n.Module(kernels=(out,)))
     assert "  grid (w) over (min(SMS, cdiv(N, BM) * B))\n" in text
     consumer = text.split("role main")[1]
-    assert "    reg bi: i32[ROWS] layout wgmma_rows\n    for tile in w .. cdiv(N, BM) * B step min(SMS, cdiv(N, BM) * B):\n" \
-        "      let t = tile % cdiv(N, BM)\n      let b = tile / cdiv(N, BM)\n      fill bv, value=inf\n" in consumer
+    assert (
+        "    reg bi: i32[ROWS] layout wgmma_rows\n"
+        "    for tile in w .. cdiv(N, BM) * B step min(SMS, cdiv(N, BM) * B):\n"
+        "      let t = tile % cdiv(N, BM)\n      let b = tile / cdiv(N, BM)\n      fill bv, value=inf\n"
+    ) in consumer
     assert "bar.sync" not in text
 
 
