@@ -34,6 +34,7 @@ from cake_core.loop.tactic import Application
 from cake_tactics_core.fit import checked, offered, with_kernel
 
 if TYPE_CHECKING:
+    from cake_core.ir.model import CheckedModule
     from cake_core.target import Target
 
 #: the producers' budgets offered (setmaxnreg's least is 24; CUTLASS's producers take 40)
@@ -51,13 +52,11 @@ def producers(kernel: n.Kernel) -> tuple[str, ...]:
     )
 
 
-def _splits(kernel: n.Kernel, module: n.Module, target: Target) -> list[dict[str, int]]:
-    """The budgets offered for ``kernel``: one per producer budget below the entry count."""
+def _splits(kernel: n.Kernel, result: CheckedModule | None, target: Target) -> list[dict[str, int]]:
+    """The budgets offered for ``kernel`` (of the checked module ``result``): one per producer budget
+    below the entry count."""
     prod = set(producers(kernel))
-    if not prod or len(prod) == len(kernel.roles):
-        return []
-    result = checked(module, target)
-    if result is None:
+    if result is None or not prod or len(prod) == len(kernel.roles):
         return []
     models = [m for (name, _spec), m in result.models.items() if name == kernel.name]
     if not models:
@@ -101,13 +100,12 @@ class Registers:
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        if not target.has("setmaxnreg"):
+        kernels = [k for k in module.kernels if k.cta.occupancy in (None, n.Num(1)) and producers(k)]
+        if not target.has("setmaxnreg") or not kernels:
             return []
+        result = checked(module, target)
         candidates = [
-            Application(self.name, kernel.name, split)
-            for kernel in module.kernels
-            if kernel.cta.occupancy in (None, n.Num(1))
-            for split in _splits(kernel, module, target)
+            Application(self.name, k.name, split) for k in kernels for split in _splits(k, result, target)
         ]
         return offered(self, module, target, candidates)
 
