@@ -10,8 +10,8 @@ from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 
 
-def set_consts(module: n.Module, values: Mapping[str, int], kernel: str | None = None) -> n.Module:
-    """A copy of ``module`` with compile-time constants replaced (``{"BM": 64}``).
+def set_consts(module: n.Module, values: Mapping[str, int | n.Expr], kernel: str | None = None) -> n.Module:
+    """A copy of ``module`` with compile-time constants replaced (``{"BM": 64}``, or an expression).
 
     Every named constant must exist in the chosen kernel (or, without ``kernel``, in at least one
     kernel); constants of other kernels are left alone.
@@ -25,7 +25,9 @@ def set_consts(module: n.Module, values: Mapping[str, int], kernel: str | None =
         consts = []
         for c in k.consts:
             if c.name in values:
-                consts.append(attrs.evolve(c, value=n.Num(int(values[c.name]), loc=c.value.loc)))
+                new = values[c.name]
+                new = new if isinstance(new, n.Expr) else n.Num(int(new), loc=c.value.loc)
+                consts.append(attrs.evolve(c, value=new))
                 remaining.pop(c.name, None)
             else:
                 consts.append(c)

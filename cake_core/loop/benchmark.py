@@ -11,16 +11,20 @@ For one problem cell: the candidate's compiled specialization (built and compile
    trust: status ``quarantined``, whatever the oracle says of that run;
 3. checked again on the timed run's outputs.
 
-The cubin's SASS is checked for every instruction the schedule claims. A failing verdict names the
-outputs that hold NaN or Inf. Every outcome, failures included, becomes a :class:`Measurement` record (the
-JSON format of ``bench/results/``); only status ``ok`` with ``correct`` may be ranked.
+The cubin's SASS is checked for every instruction the schedule claims (cuobjdump, in a thread beside the
+GPU work). A failing verdict names the outputs that hold NaN or Inf. ``phases`` records the wall seconds of
+each step in this process (what a dispatch's device time goes to). Every outcome, failures included,
+becomes a :class:`Measurement` record (the JSON format of ``bench/results/``); only status ``ok`` with
+``correct`` may be ranked.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import subprocess
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +54,10 @@ class Measurement:
     ``floor_ms``, the least time the target allows: the timing is not to be trusted), or a failure of
     the run itself (``fault``, ``timeout``, ``error``, ``compile-error``). ``error`` says why in one line.
     ``oracle`` holds each verdict in order. ``median_ms`` and ``samples`` are kept for a quarantined
-    candidate too (they are the evidence).
+    candidate too (they are the evidence). ``phases`` holds the wall seconds of each step of the dispatch
+    it reached (``prepare``, ``run``, ``again``, ``oracle``, ``timed``, ``oracle-after``, then ``sass``: the
+    wait for the SASS check, which runs beside them) and the worker's own steps of the first and the timed
+    run (``run.upload``, ``timed.run``, ...).
     """
 
     problem: str
@@ -74,6 +81,7 @@ class Measurement:
     tflops: float | None = None
     floor_ms: float | None = None
     differing: int | None = None
+    phases: dict[str, float] | None = None
 
 
 def git_commit(path: str | Path = ".") -> str:
@@ -172,6 +180,16 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     from cake_core.runtime.nvrtc import CompileError
     from cake_core.runtime.sass import check_claims
 
+    phases: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str, result: Any = None) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - clock[0], 4)
+        clock[0] = now
+        for step, seconds in (getattr(result, "phases_s", None) or {}).items():  # the worker's own steps
+            phases[f"{name}.{step.removesuffix('_s')}"] = round(seconds, 4)
+
     values = program_values(candidate.check(), problem, shape, dtype)
     spec = candidate.spec(values)
     try:
@@ -183,16 +201,26 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     plan = build_plan(lowered, compiled.cubin, values)
     outputs = tuple(t.name for t in problem.tensors if t.role == "output")
     resources = unstructure(compiled.kernels)
-    finding = check_claims(compiled.cubin, candidate.sass_claims())
-    sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
-            "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
-            "error": finding.error}  # fmt: skip
+    lap("prepare")
+    # cuobjdump (about half a second at the reference cell) runs beside the GPU work; its finding is awaited
+    # where the record is made
+    disassembly = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cake-sass")
+    claimed = disassembly.submit(check_claims, compiled.cubin, candidate.sass_claims())
+    disassembly.shutdown(wait=False)
     oracle: list[str] = []
-    kept = dict(sass=sass, resources=resources, hash=lowered.hash)
+
+    def kept() -> dict[str, Any]:
+        """The fields every record of a compiled candidate has (the SASS finding awaited: ``sass`` phase)."""
+        finding = claimed.result()
+        lap("sass")
+        sass = {"claims": list(finding.claims), "present": list(finding.present), "missing": list(finding.missing),
+                "counts": finding.counts, "available": finding.available, "tool": finding.tool_version,
+                "error": finding.error}  # fmt: skip
+        return dict(sass=sass, resources=resources, hash=lowered.hash, phases=phases)
 
     def fail(status: str, error: str | None, gpu: str | None, **more: Any) -> Measurement:
         return Measurement(**base, gpu=gpu, median_ms=more.pop("median_ms", None), samples=more.pop("samples", []),
-                           correct=False, status=status, error=error, oracle=oracle, **kept, **more)  # fmt: skip
+                           correct=False, status=status, error=error, oracle=oracle, **kept(), **more)  # fmt: skip
 
     def judge(when: str, inputs: Mapping[str, np.ndarray], result: Any) -> str | None:
         """The oracle's verdict on ``result`` (kept in ``oracle``); its summary, with NaN and Inf named, if
@@ -206,13 +234,16 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
 
     inputs = problem.make_inputs(shape, dtype, seed)
     first = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
+    lap("run", first)
     if not first.ok:
         return fail(first.status, first.error, first.gpu_name)
     again = runner.run(plan, inputs, fetch=outputs, timeout_s=timeout_s)
+    lap("again")
     if not again.ok:
         return fail(again.status, again.error, again.gpu_name)
     differ = differing_elements(first.outputs, again.outputs)
     wrong = judge("before timing", inputs, first)
+    lap("oracle")
     if any(differ.values()):
         text = ", ".join(f"{n} of {first.outputs[k].size} elements of `{k}`" for k, n in differ.items() if n)
         return fail("nondeterministic", f"two runs on the same inputs differ bit for bit: {text}", again.gpu_name,
@@ -221,14 +252,16 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
         return fail("wrong", wrong, first.gpu_name, differing=0)
     if timing is None:
         return Measurement(**base, gpu=first.gpu_name, median_ms=None, samples=[], correct=True, oracle=oracle,
-                           differing=0, **kept)  # fmt: skip
+                           differing=0, **kept())  # fmt: skip
     inputs = problem.make_inputs(shape, dtype, seed + 1)
     timed = runner.run(plan, inputs, fetch=outputs, timing=timing, timeout_s=timeout_s)
+    lap("timed", timed)
     if not timed.ok:
         return fail(timed.status, timed.error, timed.gpu_name)
     median = timed.median_ms
     samples = list(timed.samples_ms)
     wrong = judge("after timing", inputs, timed)
+    lap("oracle-after")
     floor = base["floor_ms"]
     if floor is not None and median is not None and median < floor:
         return fail("quarantined", f"quarantined: beats the floor: measured {median:.4g} ms, the least this cell "
@@ -237,4 +270,4 @@ def _measure(candidate: Candidate, problem: Problem, shape: Mapping[str, int], d
     tflops = problem.flops(shape) / (median * 1e-3) / 1e12 if median else None
     return Measurement(**base, gpu=timed.gpu_name, median_ms=median, samples=samples, correct=wrong is None,
                        status="ok" if wrong is None else "wrong", error=wrong, oracle=oracle, tflops=tflops,
-                       differing=0, **kept)  # fmt: skip
+                       differing=0, **kept())  # fmt: skip

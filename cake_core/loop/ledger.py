@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS filtered (
 CREATE TABLE IF NOT EXISTS dispatches (
   id INTEGER PRIMARY KEY, candidate INTEGER REFERENCES candidates(id), impl TEXT NOT NULL, run INTEGER NOT NULL,
   status TEXT NOT NULL, correct INTEGER NOT NULL, median_ms REAL, gpu TEXT, measurement TEXT NOT NULL,
-  seconds REAL, recorded_at TEXT NOT NULL, UNIQUE (impl, run));
+  seconds REAL, recorded_at TEXT NOT NULL, phases_seconds TEXT, UNIQUE (impl, run));
 CREATE TABLE IF NOT EXISTS samples (
   dispatch INTEGER NOT NULL REFERENCES dispatches(id), seq INTEGER NOT NULL, ms REAL NOT NULL,
   PRIMARY KEY (dispatch, seq));
@@ -139,6 +139,8 @@ class Ledger:
         for key, want in expect.items():
             if meta.get(key) != want:
                 raise CakeUserError(f"cannot resume: {out} is a run of {key} `{meta.get(key)}`, not `{want}`")
+        if "phases_seconds" not in {r["name"] for r in db.execute("PRAGMA table_info(dispatches)")}:
+            db.execute("ALTER TABLE dispatches ADD COLUMN phases_seconds TEXT")  # a ledger written before it existed
         return cls(path, db)
 
     def close(self) -> None:

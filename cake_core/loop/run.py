@@ -171,6 +171,7 @@ class Loop:
     def measurement(self, row: Any) -> Measurement:
         data = json.loads(row["measurement"])
         data["date"] = row["recorded_at"]  # the ledger keeps times in its `_at` columns only
+        data["phases"] = json.loads(row["phases_seconds"]) if row["phases_seconds"] else None  # durations likewise
         data["samples"] = [s["ms"] for s in self.ledger.rows(
             "SELECT ms FROM samples WHERE dispatch = ? ORDER BY seq", (row["id"],))]  # fmt: skip
         return structure(data, Measurement)  # type: ignore[no-any-return]
@@ -348,13 +349,13 @@ class Loop:
 
     def record_dispatch(self, cid: int | None, m: Measurement, seconds: float) -> None:
         data = unstructure(m)
-        del data["samples"], data["date"]  # in their own table, and in `recorded_at`
+        del data["samples"], data["date"], data["phases"]  # own table; `recorded_at`; `phases_seconds`
         with self.ledger.transaction() as db:
             cur = db.execute(
                 "INSERT INTO dispatches (candidate, impl, run, status, correct, median_ms, gpu, measurement, seconds, "
-                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "recorded_at, phases_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (cid, m.impl, m.run, m.status, int(m.correct), m.median_ms, m.gpu, dumps(data), round(seconds, 3),
-                 now()),
+                 now(), dumps(m.phases) if m.phases is not None else None),
             )  # fmt: skip
             db.executemany("INSERT INTO samples VALUES (?, ?, ?)", [(cur.lastrowid, i, s) for i, s in enumerate(m.samples)])
 
@@ -526,6 +527,7 @@ def _drive(loop: Loop) -> RunSummary:
             runner = None
     try:
         if runner is not None:
+            loop.bench_problem.keep_in(runner)  # the run's inputs cross to the worker once
             _baseline(loop, runner)
         rnd = 0
         while True:

@@ -397,11 +397,22 @@ def failed_report(
 class SameInputs:
     """A problem whose inputs for each (shape, dtype, seed) are made once and kept, read-only: every candidate
     of a run (and the baseline) is checked and timed on the same data, and the reference cell's 512 MiB of
-    points are drawn once per seed, not once per candidate. It keeps one shape's inputs at a time."""
+    points are drawn once per seed, not once per candidate. It keeps one shape's inputs at a time.
+
+    Given a GPU runner (:meth:`keep_in`), it also has the runner keep every input set it makes
+    (:meth:`GpuRunner.keep <cake_core.runtime.worker.GpuRunner.keep>`): the arrays cross to the worker once,
+    not with every run of every candidate (and of the oracle, which takes the same arrays)."""
 
     def __init__(self, problem: Problem) -> None:
         self._problem = problem
         self._made: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}
+        self._runner: Any = None
+
+    def keep_in(self, runner: Any) -> None:
+        """Have ``runner`` keep the input sets made so far and every one made from now on."""
+        self._runner = runner
+        for made in self._made.values():
+            runner.keep(made)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._problem, name)
@@ -415,4 +426,6 @@ class SameInputs:
             for arr in made.values():
                 arr.flags.writeable = False  # shared by every run on this cell: nobody may change them
             self._made[key] = made
+            if self._runner is not None:
+                self._runner.keep(made)
         return self._made[key]

@@ -7,6 +7,11 @@ one line of text, then serves :class:`~cake_core.runtime.protocol.RunRequest` an
 goes away (a backend without ``run_baseline`` answers baseline requests ``unavailable``). After a ``fault`` reply it exits at once: a CUDA context that
 saw a sticky error cannot be trusted again, and the runner replaces the worker.
 
+A message may carry ``keep`` (arrays by key) and ``drop`` (keys): the worker holds the kept arrays, read-only,
+until dropped, and replaces each :class:`~cake_core.runtime.protocol.Kept` input of a request by its array
+before the backend sees it (so the runner sends a 512 MiB input once per worker, not once per run). Each run
+still uploads its inputs to fresh device memory: a kernel that writes its inputs changes nothing kept.
+
 Nothing here prints a traceback: every failure travels to the parent as a message. SIGINT is
 ignored (a Ctrl-C at the terminal reaches the whole process group; the parent decides), and a
 watchdog thread ends the worker if its parent process dies.
@@ -22,7 +27,9 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from cake_core.runtime.protocol import BackendStartError, BaselineRequest, RunReply, RunRequest, load_object
+import attrs
+
+from cake_core.runtime.protocol import BackendStartError, BaselineRequest, Kept, NOT_HELD, RunReply, RunRequest, load_object
 
 
 def _load_backend(spec: str) -> Any:
@@ -45,6 +52,15 @@ def _serve(backend: Any, kind: str | None, request: Any) -> RunReply:
                             f"({type(backend).__name__})")  # fmt: skip
         return run_baseline(request)
     return RunReply(status="error", error=f"unknown message to the worker: {kind!r}")
+
+
+def _with_kept(request: Any, held: dict[str, Any]) -> Any:
+    """``request`` with every :class:`Kept` input replaced by the array held under its key; raises KeyError
+    naming a key this worker does not hold."""
+    inputs = getattr(request, "inputs", None)
+    if not isinstance(inputs, dict) or not any(isinstance(v, Kept) for v in inputs.values()):
+        return request
+    return attrs.evolve(request, inputs={k: held[v.key] if isinstance(v, Kept) else v for k, v in inputs.items()})
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -71,6 +87,7 @@ def main(conn: Connection, ordinal: int, backend_spec: str, parent_pid: int) -> 
         _send_quietly(conn, {"type": "start_failed", "no_gpu": False, "message": f"{type(e).__name__}: {e}"})
         _exit(conn, 0)
     _send_quietly(conn, {"type": "ready", "device": info, "pid": os.getpid()})
+    held: dict[str, Any] = {}  # arrays kept by key (see the module docstring)
     while True:
         try:
             message = conn.recv()
@@ -85,8 +102,20 @@ def main(conn: Connection, ordinal: int, backend_spec: str, parent_pid: int) -> 
         if kind == "ping":
             _send_quietly(conn, {"type": "pong"})
             continue
+        request = message.get("request") if isinstance(message, dict) else None
+        if isinstance(message, dict):
+            for key in message.get("drop", ()):
+                held.pop(key, None)
+            for key, array in message.get("keep", {}).items():
+                array.flags.writeable = False  # held for later runs: nobody here may change it
+                held[key] = array
         try:
-            reply = _serve(backend, kind, message.get("request") if isinstance(message, dict) else None)
+            request = _with_kept(request, held)
+        except KeyError as e:
+            _send_quietly(conn, RunReply(status="error", error=f"{NOT_HELD} {e}"))
+            continue
+        try:
+            reply = _serve(backend, kind, request)
         except BaseException as e:  # noqa: BLE001 - a backend bug: report it as a fault and leave
             reply = RunReply(status="fault", error=f"the worker's backend raised {type(e).__name__}: {e}")
         if not _send_quietly(conn, reply):

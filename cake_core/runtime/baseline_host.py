@@ -23,6 +23,7 @@ Failures other than imports propagate to the executor, which turns them into ``e
 from __future__ import annotations
 
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,9 +58,11 @@ def _unavailable(request: BaselineRequest, e: BaseException) -> RunReply:
 
 def _to_device(torch: Any, array: np.ndarray, dtype: str, device: Any) -> Any:
     host = np.ascontiguousarray(array, dtype=host_dtype(dtype))
-    if dtype == "bf16":  # numpy has no bfloat16: move the bits, then view them
-        return torch.from_numpy(host.view(np.int16)).to(device).view(torch.bfloat16)
-    return torch.from_numpy(host).to(device)
+    with warnings.catch_warnings():  # a kept input is read-only; it is only copied to the device here
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        if dtype == "bf16":  # numpy has no bfloat16: move the bits, then view them
+            return torch.from_numpy(host.view(np.int16)).to(device).view(torch.bfloat16)
+        return torch.from_numpy(host).to(device)
 
 
 def _to_host(torch: Any, tensor: Any, dtype: str) -> np.ndarray:

@@ -9,6 +9,11 @@ Two requests exist: :class:`RunRequest` runs a launch plan; :class:`BaselineRequ
 baseline (a Python function named ``module:function``, imported in the worker) on the same kind of
 inputs. Both are answered with a :class:`RunReply`. :func:`load_object` resolves a
 ``module:attribute`` name, for backends and baselines alike.
+
+An input may be a :class:`Kept` reference instead of an array: the worker holds that array already (it
+came once, in the ``keep`` field of an earlier message, see :meth:`GpuRunner.keep
+<cake_core.runtime.worker.GpuRunner.keep>`), and the worker puts it back in place before its backend
+sees the request. Backends only ever see arrays.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ __all__ = [
     "Backend",
     "BackendStartError",
     "BaselineRequest",
+    "Kept",
+    "NOT_HELD",
     "RunReply",
     "RunRequest",
     "load_object",
@@ -45,6 +52,18 @@ class BackendStartError(Exception):
     def __init__(self, message: str, *, no_gpu: bool = True) -> None:
         super().__init__(message)
         self.no_gpu = no_gpu
+
+
+#: how a worker's reply begins when a request names a kept input it does not hold (the runner then sends
+#: every kept array again)
+NOT_HELD = "the worker holds no kept input"
+
+
+@attrs.frozen
+class Kept:
+    """An input array the worker already holds, under ``key`` (it crossed the pipe once, not once per run)."""
+
+    key: str
 
 
 @attrs.frozen

@@ -17,6 +17,11 @@ with multiprocessing's *spawn* context (never fork); the worker initializes CUDA
 :meth:`GpuRunner.run_baseline` runs a problem's baseline (a torch function, see
 :class:`~cake_core.runtime.protocol.BaselineRequest`) in the same worker, timed as plans are.
 
+:meth:`GpuRunner.keep` names read-only input arrays that many runs share (a run's fixed inputs: 512 MiB of
+points at kmeans-assign's reference cell): each crosses the pipe once per worker, with the first run that
+uses it, and later runs refer to it by key (:class:`~cake_core.runtime.protocol.Kept`). Pickling and piping
+such an array cost about a second per run; the upload to fresh device memory stays per run.
+
 Usage::
 
     with GpuRunner() as runner:
@@ -34,6 +39,7 @@ import os
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
@@ -48,7 +54,7 @@ from cake_core.runtime import _child
 from cake_core.runtime.device import DeviceInfo, require_driver
 from cake_core.runtime.plan import Plan, Timing
 from cake_core.runtime.prepare import validate_run
-from cake_core.runtime.protocol import BaselineRequest, RunReply, RunRequest
+from cake_core.runtime.protocol import NOT_HELD, BaselineRequest, Kept, RunReply, RunRequest
 
 __all__ = ["DEFAULT_BACKEND", "GpuRunner", "RunResult", "WorkerStartError"]
 
@@ -104,6 +110,7 @@ class _Worker:
     conn: Connection
     pid: int
     info: DeviceInfo
+    held: set[str] = attrs.field(factory=set)  # keys of the kept arrays this worker holds
 
 
 class GpuRunner:
@@ -135,6 +142,9 @@ class GpuRunner:
         self._lock = threading.RLock()
         self._workers_started = 0
         self._closed = False
+        self._kept: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}  # by id(array): (the array, its key)
+        self._gone: list[str] = []  # keys of kept arrays collected since: the worker may drop them
+        self._keys = 0
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -289,6 +299,50 @@ class GpuRunner:
 
     # -------------------------------------------------------------------------------- running
 
+    def keep(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Send these read-only arrays to the worker once, not with every run that takes them as inputs.
+
+        While an array lives, a run (or baseline) given that very object as an input sends a reference the
+        worker resolves; a new worker (after a fault or timeout) gets the array again with its first run.
+        An array that can be written is refused (ValueError): what the worker holds must stay what the
+        caller holds. Nothing is sent until a run needs it.
+        """
+        for array in arrays.values():
+            if not isinstance(array, np.ndarray) or array.flags.writeable:
+                raise ValueError("only read-only numpy arrays can be kept (set `flags.writeable = False`)")
+            entry = self._kept.get(id(array))
+            if entry is not None and entry[0]() is array:
+                continue
+            self._keys += 1
+            key = f"kept-{self._keys}"
+            self._kept[id(array)] = (weakref.ref(array, self._forget_callback(id(array), key)), key)
+
+    def _forget_callback(self, ident: int, key: str) -> Any:
+        kept, gone = self._kept, self._gone  # not self: a kept array must not keep the runner alive
+
+        def forget(_: object) -> None:
+            entry = kept.get(ident)
+            if entry is not None and entry[1] == key:
+                del kept[ident]
+            gone.append(key)
+
+        return forget
+
+    def _by_reference(self, inputs: Mapping[str, Any], worker: _Worker) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``inputs`` with every kept array replaced by its :class:`Kept` key, and the kept arrays ``worker``
+        does not hold yet (to send with this message)."""
+        out: dict[str, Any] = {}
+        send: dict[str, Any] = {}
+        for name, value in inputs.items():
+            entry = self._kept.get(id(value))
+            if entry is None or entry[0]() is not value:
+                out[name] = value
+                continue
+            out[name] = Kept(entry[1])
+            if entry[1] not in worker.held:
+                send[entry[1]] = value
+        return out, send
+
     def run(
         self,
         plan: Plan,
@@ -361,13 +415,16 @@ class GpuRunner:
         def result(reply: RunReply, worker: _Worker | None) -> RunResult:
             return self._result(label, timing, t0, reply, worker)
 
-        try:
-            payload = ForkingPickler.dumps({"type": kind, "request": request})
-        except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value in the plan
-            return result(RunReply(status="error", error=f"the request cannot be sent to a worker: {e}"), None)
-
         with self._lock:
             worker = self._ensure()
+            inputs, send = self._by_reference(request.inputs, worker)
+            drop, self._gone[:] = [k for k in self._gone if k in worker.held], []
+            message = {"type": kind, "request": attrs.evolve(request, inputs=inputs), "keep": send, "drop": drop}
+            try:
+                payload = ForkingPickler.dumps(message)
+            except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value in the plan
+                return result(RunReply(status="error", error=f"the request cannot be sent to a worker: {e}"), None)
+            del message
             try:
                 worker.conn.send_bytes(payload)
             except (OSError, ValueError):
@@ -399,6 +456,10 @@ class GpuRunner:
                 return result(
                     RunReply(status="fault", error=f"the GPU worker died during the run (exit code {code})"), worker
                 )
+            worker.held.difference_update(drop)
+            worker.held.update(send)  # it read the message: it holds them, whatever the reply says
+            if isinstance(reply, RunReply) and (reply.error or "").startswith(NOT_HELD):
+                worker.held.clear()  # out of step: the next message sends every kept array again
             if not isinstance(reply, RunReply):
                 self._discard(worker, kill=True)
                 return result(

@@ -55,3 +55,21 @@ def test_a_run_makes_each_input_set_once(reference_gpu, small_cell, tmp_path: Pa
                   log=lambda _: None)  # fmt: skip
     assert summary.spent.gpu_benchmarks == 4
     assert seeds == {4: 1, 5: 1}  # checked on seed 4, timed on seed 5: once each for four candidates
+
+
+def test_a_runner_keeps_every_input_set_made_before_and_after_it_is_given() -> None:
+    kept: list[dict] = []
+
+    class Runner:
+        def keep(self, arrays):  # type: ignore[no-untyped-def]
+            assert all(not a.flags.writeable for a in arrays.values())
+            kept.append(arrays)
+
+    same = SameInputs(KMeansAssign())
+    cell = {"B": 1, "N": 64, "K": 8, "D": 64}
+    first = same.make_inputs(cell, "bf16", 0)
+    same.keep_in(Runner())
+    assert kept == [first]
+    second = same.make_inputs(cell, "bf16", 1)
+    same.make_inputs(cell, "bf16", 1)  # made before: kept already
+    assert [id(k) for k in kept] == [id(first), id(second)]

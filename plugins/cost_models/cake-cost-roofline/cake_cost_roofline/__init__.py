@@ -53,7 +53,7 @@ from cake_core.ir.program import kernel_spec
 from cake_core.ir.sema import CheckCtx
 from cake_core.target import Target
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"
 
 #: clocks and per-clock rates the model assumes where the target record has no figure
 L2_BYTES_PER_CLOCK_PER_SM = 64
@@ -104,7 +104,11 @@ class Roofline:
         ctas = grid_size(model, env)
         slots = target.sm_count * _ctas_per_sm(model, target)
         waves = max(1, math.ceil(ctas / slots)) if ctas else 1
-        efficiency = (ctas / slots) / waves if ctas else 1.0
+        # An SM's throughput is shared by the CTAs resident on it, so what a grid loses to quantization is
+        # the SMs left idle while the busiest finish: CTAs per SM against its whole-number ceiling. (Counted
+        # per slot instead, a persistent grid of one CTA per SM on SMs with room for two looked half idle.)
+        per_sm = ctas / target.sm_count
+        efficiency = per_sm / math.ceil(per_sm) if ctas else 1.0
         clock_hz = target.boost_clock_mhz * 1e6
         sms = target.sm_count
         dram_gbs = target.ceiling("copy_gbs") or target.dram_bandwidth_gbs

@@ -106,3 +106,21 @@ def test_a_cta_barrier_is_a_wait_on_the_critical_path() -> None:
     bk64 = _variant({"BM": 128, "BN": 128, "BK": 64, "S": 2, "WM": 2, "WN": 2}).launches[1]
     assert bk64.terms["sync"] > 0
     assert bk32.terms["sync"] / bk32.waves == pytest.approx(2 * bk64.terms["sync"] / bk64.waves, rel=0.1)
+
+
+def test_a_persistent_grid_of_one_cta_per_sm_loses_nothing_to_quantization() -> None:
+    """With 64 rows a CTA and one x stage two CTAs fit an SM, but the persistent grid launches one per SM:
+    every SM is busy, so no time is lost to a partial wave (0.2.1 counted slots and doubled the time)."""
+    from cake_core.ir.printer import print_module
+    from cake_core.ir.transform import set_consts
+
+    reg = plugins.registry()
+    module = set_consts(pipeline.load(SCHEDULES / "hopper.cake").module, {"BM": 64, "XS": 1}, kernel="assign")
+    cand = pipeline.Candidate(pipeline.load_text(print_module(module)), reg.get("targets", "h200"))
+    assign = reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, CELL).launches[1]
+    assert assign.ctas == 132
+    assert assign.terms["waves"] == pytest.approx(0.0, abs=1e-9)
+    # a grid one CTA past a whole number per SM leaves all but one SM idle for the last CTA's share
+    ragged = _estimate("naive", {**CELL, "B": 1, "N": 128 * 133}).launches[1]
+    assert ragged.ctas == 133 and ragged.terms["waves"] > 0.9 * max(
+        ragged.terms[k] for k in ("dram", "l2", "shared", "tensor", "fp32", "issue"))  # fmt: skip

@@ -42,6 +42,8 @@ from cake_core.ir.exprs import free_names, substitute
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
+from cake_tactics_core.construct import arith as _bin
+from cake_tactics_core.construct import op as _op
 from cake_tactics_core.fit import names_in, offered, with_kernel
 
 if TYPE_CHECKING:
@@ -135,19 +137,6 @@ def _replace(node: object, old: n.Ref, new: n.Ref) -> object:
     if isinstance(node, n.If):
         return attrs.evolve(node, then=_replace(node.then, old, new), orelse=_replace(node.orelse, old, new))
     return node
-
-
-def _op(name: str, outs=(), ins=(), **attributes: n.Expr) -> n.Op:
-    return n.Op(name=name, outs=tuple(outs), ins=tuple(ins), attrs=tuple(n.Attr(k, v) for k, v in attributes.items()))
-
-
-def _bin(op: str, left: n.Expr, right: n.Expr) -> n.Expr:
-    """``left op right``, without adding or subtracting a literal 0 (``0 + p`` is ``p``)."""
-    if op in "+-" and right == n.Num(0):
-        return left
-    if op == "+" and left == n.Num(0):
-        return right
-    return n.Bin(op, left, right)
 
 
 class Staging:

@@ -5,8 +5,10 @@ extents, a shared buffer's shape, a register tile's shape or a slice's size name
 other constants, ``KC = D / BK``). Constants that also count warps (``cta warps``, a role's warps, a
 layout's warp grid), stages or registers are not tile constants: the ring-depth tactic owns stages, and
 warp counts change the CTA, not its tiles. The offered values are the current one halved and doubled,
-where the rewritten module still fits (:func:`cake_tactics_core.fit.fits`). The kernel is written in its
-constants, so every fitting value computes the same answer with different tiles.
+where the rewritten module still fits (:func:`cake_tactics_core.fit.fits`). Where the doubled value fits
+only some of the domain's listed sizes, it is offered written in the size (``BM = min(256, 32768 / D)``:
+:mod:`cake_tactics_core.adaptive`), each specialization taking the tile it has room for. The kernel is
+written in its constants, so every fitting value computes the same answer with different tiles.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.transform import set_consts
 from cake_core.loop.tactic import Application
 
+from cake_tactics_core.adaptive import scalings, value
 from cake_tactics_core.fit import literal_consts, names_in, offered, reach
 
 if TYPE_CHECKING:
@@ -72,19 +75,27 @@ class TileShapes:
     name = "tile-shapes"
     precondition = (
         "a kernel constant with a literal value sizes tiles or the grid and counts no warps, stages or registers; "
-        "the rewrite to half or double the value type-checks, fits shared memory, keeps compile-time divisions "
-        "exact and verifies for the target"
+        "the rewrite to half or double the value (doubled only up to a listed size of the domain where it does "
+        "not fit them all) type-checks, fits shared memory, keeps compile-time divisions exact and verifies "
+        "for the target"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        candidates = [
-            Application(self.name, kernel.name, {const: new})
-            for kernel in module.kernels
-            for const, value in tile_constants(kernel).items()
-            for new in ([value // 2] if value % 2 == 0 and value > 1 else []) + [value * 2]
-        ]
-        return offered(self, module, target, candidates)
+        out: list[Application] = []
+        for kernel in module.kernels:
+            for const, current in tile_constants(kernel).items():
+                halved = [Application(self.name, kernel.name, {const: current // 2})] if current % 2 == 0 else []
+                doubled = Application(self.name, kernel.name, {const: current * 2})
+                out += offered(self, module, target, [x for x in halved if current > 1])
+                fitting = offered(self, module, target, [doubled])
+                if not fitting:  # doubled where the domain's sizes leave room, as it is elsewhere
+                    scaled = [Application(self.name, kernel.name, {const: current * 2, **s}) for s in scalings(kernel)]
+                    fitting = offered(self, module, target, scaled)
+                out += fitting
+        return out
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
-        values = {k: int(v) for k, v in application.params.items()}
+        params = dict(application.params)
+        size, upto = params.pop("size", None), params.pop("upto", None)
+        values = {k: value(int(v), size, upto) for k, v in params.items()}
         return set_consts(module, values, kernel=application.site)

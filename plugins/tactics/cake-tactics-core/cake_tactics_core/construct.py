@@ -1,0 +1,57 @@
+"""Building new IR nodes inside a rewrite: operations, arithmetic that skips a literal 0, and names that
+collide with nothing the kernel already uses. No precondition: these only build nodes; the tactic that
+uses them decides where they go."""
+
+from __future__ import annotations
+
+from cake_core.ir import nodes as n
+
+from cake_tactics_core.fit import names_in
+
+
+def op(name: str, outs: tuple[n.Expr, ...] | list[n.Expr] = (), ins: tuple[n.Expr, ...] | list[n.Expr] = (),
+       **attributes: n.Expr) -> n.Op:  # fmt: skip
+    """The operation ``name outs <- ins, key=value, ...``."""
+    return n.Op(name=name, outs=tuple(outs), ins=tuple(ins), attrs=tuple(n.Attr(k, v) for k, v in attributes.items()))
+
+
+def arith(operator: str, left: n.Expr, right: n.Expr) -> n.Expr:
+    """``left operator right``, without adding or subtracting a literal 0 or multiplying by a literal 1."""
+    if operator in "+-" and right == n.Num(0):
+        return left
+    if operator == "+" and left == n.Num(0):
+        return right
+    if operator == "*" and n.Num(1) in (left, right):
+        return left if right == n.Num(1) else right
+    return n.Bin(operator, left, right)
+
+
+def taken(kernel: n.Kernel) -> set[str]:
+    """Every name ``kernel`` declares or uses: parameters, domain names, constants, grid variables, shared
+    buffers, barriers, pipes, roles, and every register tile, ``let`` and loop variable of every role."""
+    out = {p.name for p in kernel.params} | {c.var for c in kernel.domain} | {c.name for c in kernel.consts}
+    out |= set(kernel.grid.vars) | {s.name for s in kernel.smem} | {b.name for b in kernel.barriers}
+    out |= {p.name for p in kernel.pipes} | {r.name for r in kernel.roles} | names_in(kernel)
+    for role in kernel.roles:
+        for st in n.walk_stmts(role.body):
+            if isinstance(st, (n.RegDecl, n.Let)):
+                out.add(st.name)
+            elif isinstance(st, n.For):
+                out.add(st.var)
+    return out
+
+
+class Fresh:
+    """Hands out names that collide with nothing in a kernel nor with one another: ``stem``, else
+    ``stem2``, ``stem3``, ..."""
+
+    def __init__(self, kernel: n.Kernel) -> None:
+        self._taken = taken(kernel)
+
+    def __call__(self, stem: str) -> str:
+        name, i = stem, 1
+        while name in self._taken:
+            i += 1
+            name = f"{stem}{i}"
+        self._taken.add(name)
+        return name
