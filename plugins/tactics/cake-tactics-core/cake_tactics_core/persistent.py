@@ -109,7 +109,7 @@ def refusal(kernel: n.Kernel) -> str | None:
         return "the kernel runs in clusters (a grid of min(SMS, tiles) CTAs need not fill them)"
     piped = {b for p in kernel.pipes for b in p.buffers}
     if len(kernel.roles) > 1 and any(s.name not in piped for s in kernel.smem):
-        return "a shared buffer outside every pipe is handed between roles"
+        return "a shared buffer outside every pipe in a kernel of several roles (nothing orders its reuse)"
     for role in kernel.roles:
         local = _bound(role.body) | set(grid.vars)
         for st in role.body:

@@ -145,7 +145,7 @@ def test_the_kmeans_rewrites_compile_for_h200() -> None:
         assert source.count("for (int tile = w; tile < ") == len(module.kernels[1].roles) + 1
 
 
-def test_persistent_refuses_a_persistent_grid_mbarriers_and_a_global_read_and_written() -> None:
+def test_persistent_refuses_a_persistent_grid_mbarriers_an_unpiped_buffer_and_a_global_read_and_written() -> None:
     target = _target()
     hopper = _schedule("kmeans-assign", "hopper")
     assert refusal(_kernel(hopper, "assign")) == "the grid is already persistent"
@@ -155,6 +155,12 @@ def test_persistent_refuses_a_persistent_grid_mbarriers_and_a_global_read_and_wr
     explicit = _kernel(_schedule("kmeans-assign", "explicit/hopper"), "assign")
     tiled = attrs.evolve(explicit, grid=_kernel(_schedule("kmeans-assign", "kmeans_assign_w3"), "assign").grid)
     assert refusal(tiled) == "the kernel declares mbarriers of its own"
+    # ampere warp-specialized: its consumer's argmin scratch `red` is in no pipe, and no barrier of the
+    # consumer alone would order its reuse across tiles
+    ampere = _schedule("kmeans-assign", "ampere")
+    split = _tactic("warp-specialize").apply(ampere, target, Application("warp-specialize", "assign"))
+    reason = "a shared buffer outside every pipe in a kernel of several roles (nothing orders its reuse)"
+    assert refusal(_kernel(split, "assign")) == reason
     # finalize writing its quotients back into `sums`: a tile could read what another tile wrote
     text = print_module(_schedule("kmeans-update", "atomic")).replace("store centroids[", "store sums[")
     in_place = parse(text, "in_place.cake")
