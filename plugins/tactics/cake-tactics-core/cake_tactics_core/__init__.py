@@ -1,4 +1,5 @@
-"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout, staging, tensorize, warp specialization, pipe operands, wgmma)."""
+"""cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
+staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Callable
 from cake_core.hookspecs import hookimpl
 from cake_core.loop.tactic import Tactic
 
+from cake_tactics_core.persistent import Persistent
 from cake_tactics_core.pipe_operand import PipeOperand
+from cake_tactics_core.registers import Registers
 from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
@@ -16,11 +19,15 @@ from cake_tactics_core.tile_shapes import TileShapes
 from cake_tactics_core.warp_specialize import WarpSpecialize
 from cake_tactics_core.wgmma import Wgmma
 
-__all__ = ["PipeOperand", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "WarpSpecialize", "Wgmma", "cake_register_tactics"]
+__all__ = [
+    "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes",
+    "WarpSpecialize", "Wgmma", "cake_register_tactics",
+]
 
 
 @hookimpl
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
-    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), PipeOperand(), Wgmma()):
+    for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), Wgmma(),
+                   PipeOperand(), Persistent(), Registers()):  # fmt: skip
         register(tactic)
