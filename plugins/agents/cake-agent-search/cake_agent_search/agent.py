@@ -15,6 +15,13 @@ fastest predicted first. Routed findings steer it: an application whose candidat
 tried again; where a parent was measured, the fastest one (the win) gets half the proposals: its own mutations
 and crossovers, and its steps carried to the other parents.
 
+A move that makes a schedule no faster by the cost model than its parent may still open the way to one that is:
+warp specialization with mma.sync consumers predicts slower than the single-role kernel it splits, and only
+the wgmma it then admits is faster. For such a move the agent looks one step further, at the applications of
+the tactics that offered nothing on the parent and offer something now (the moves it *enabled*); where the
+best of them beats the parent's estimate, the two steps are proposed together (``move`` "through"), at most
+:data:`THROUGH_LIMIT` a round. Nothing is compiled or measured for the step in between.
+
 Every chain is recorded in the proposal's ``how`` (:mod:`cake_agent_search.chain`) and read back from the
 parents' and findings' ``how``: the agent keeps no state between rounds, and uses no clock and no iteration
 order of a set, so a ``--seed`` gives one run and a resumed run continues it.
@@ -43,6 +50,8 @@ from cake_agent_search.steer import Refused, measured_win, refused
 POOL_FACTOR = 3
 #: the share of a parent's weight that goes to its crossovers (where it has any)
 CROSSOVER_SHARE = 0.3
+#: how many moves that do not beat their parent a round looks one enabled step past
+THROUGH_LIMIT = 4
 
 
 @attrs.frozen
@@ -87,7 +96,7 @@ class SearchAgent:
         refusal = refused(feedback)
         chains = [chain_of(p) for p in parents]
         win = measured_win(parents)
-        moves = _moves(parents, chains, tactics, target, refusal, rng)
+        moves, offering = _moves(parents, chains, tactics, target, refusal, rng)
         keys = [math.log(1.0 - rng.random()) / m.weight for m in moves]  # Efraimidis-Spirakis, larger first
         order = [moves[i] for i in sorted(range(len(moves)), key=lambda i: (-keys[i], i))]
         on_win = [win is not None and win in (m.base, m.donor) for m in order]
@@ -100,6 +109,7 @@ class SearchAgent:
         built += _build(others, POOL_FACTOR * count, parents, chains, tactics, target, seen, False)
         ranker = Ranker.for_run(run, target, reg)
         built = [attrs.evolve(b, ms=ranker.estimate(b.module)) for b in built]
+        built = _through(built, parents, offering, tactics, target, ranker, refusal, seen)
         ranked = sorted(range(len(built)), key=lambda i: (ranker.order(built[i].ms), i))
         chosen = [i for i in ranked if built[i].exploit][:need]
         chosen += [i for i in ranked if i not in chosen][: count - len(chosen)]
@@ -108,14 +118,17 @@ class SearchAgent:
 
 
 def _moves(parents: Sequence[Parent], chains: Sequence[Chain], tactics: Mapping[str, Tactic], target: Target,
-           refusal: Refused, rng: random.Random) -> list[Move]:  # fmt: skip
+           refusal: Refused, rng: random.Random) -> tuple[list[Move], list[set[str]]]:  # fmt: skip
     """Every mutation of every parent and one crossover per ordered pair of parents (its subset of the donor's
-    steps drawn from ``rng``), in a stable order, weighted by the base parent's rank."""
+    steps drawn from ``rng``), in a stable order, weighted by the base parent's rank; and for each parent, the
+    tactics that offer it something."""
     out: list[Move] = []
+    offering: list[set[str]] = []
     for i, p in enumerate(parents):
         rank_weight = 1.0 / (i + 1)
-        mutations = [a for name in sorted(tactics) for a in tactics[name].applications(p.module, target)
-                     if a.key not in refusal.keys]  # fmt: skip
+        offered = [a for name in sorted(tactics) for a in tactics[name].applications(p.module, target)]
+        offering.append({a.tactic for a in offered})
+        mutations = [a for a in offered if a.key not in refusal.keys]
         crossovers = []
         have = set(chains[i].keys)
         for j in range(len(parents)):
@@ -129,6 +142,39 @@ def _moves(parents: Sequence[Parent], chains: Sequence[Chain], tactics: Mapping[
         share = CROSSOVER_SHARE if crossovers and mutations else (1.0 if crossovers else 0.0)
         out += [Move(i, (a,), "mutate", rank_weight * (1 - share) / len(mutations)) for a in mutations]
         out += [Move(i, steps, "crossover", rank_weight * share / len(crossovers), j) for j, steps in crossovers]
+    return out, offering
+
+
+def _through(built: list[Built], parents: Sequence[Parent], offering: Sequence[set[str]],
+             tactics: Mapping[str, Tactic], target: Target, ranker: Ranker, refusal: Refused,
+             seen: set[str]) -> list[Built]:  # fmt: skip
+    """``built``, where up to :data:`THROUGH_LIMIT` mutations that do not beat their parent's estimate are replaced
+    by the mutation and the best move it enabled, if that beats the parent (the module docstring says why)."""
+    base_ms = {b.base: ranker.estimate(parents[b.base].module) for b in built}
+    out, looked = [], 0
+    for b in built:
+        parent_ms = base_ms[b.base]
+        stuck = parent_ms is not None and (b.ms is None or b.ms >= parent_ms) and b.chain.move == "mutate"
+        if not stuck or looked >= THROUGH_LIMIT:
+            out.append(b)
+            continue
+        looked += 1
+        best: Built | None = None
+        for name in sorted(set(tactics) - offering[b.base]):
+            for app in tactics[name].applications(b.module, target):
+                if app.key in refusal.keys:
+                    continue
+                module = tactics[name].apply(b.module, target, app)
+                h = structural_hash(module)
+                if h in seen:
+                    continue
+                ms = ranker.estimate(module)
+                if ms is not None and ms < parent_ms and (best is None or ranker.order(ms) < ranker.order(best.ms)):
+                    chain = attrs.evolve(b.chain, steps=(*b.chain.steps, app), move="through")
+                    best = Built(module, h, chain, b.base, b.exploit, ms)
+        if best is not None:
+            seen.add(best.hash)
+        out.append(best if best is not None else b)
     return out
 
 

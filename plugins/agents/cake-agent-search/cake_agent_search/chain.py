@@ -25,7 +25,9 @@ class Chain:
 
     root: str  # the structural hash of the schedule the chain starts from (a seed or a --from file)
     steps: tuple[Application, ...] = attrs.field(default=(), converter=tuple)
-    move: str = "seed"  # how the last steps were made: "mutate" (one application) or "crossover"; a root: "seed"
+    #: how the last steps were made: "mutate" (one application), "through" (one application and one it enabled) or
+    #: "crossover"; a root: "seed"
+    move: str = "seed"
     donor: str | None = None  # a crossover's other parent (the hash of the candidate its steps came from)
     #: the candidates on the way from the root (their hashes, the root aside): none is proposed again
     lineage: tuple[str, ...] = attrs.field(default=(), converter=tuple)
