@@ -4,6 +4,8 @@ uses them decides where they go."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from cake_core.ir import nodes as n
 
 from cake_tactics_core.fit import names_in
@@ -45,8 +47,8 @@ class Fresh:
     """Hands out names that collide with nothing in a kernel nor with one another: ``stem``, else
     ``stem2``, ``stem3``, ..."""
 
-    def __init__(self, kernel: n.Kernel) -> None:
-        self._taken = taken(kernel)
+    def __init__(self, kernel: n.Kernel, also: Iterable[str] = ()) -> None:
+        self._taken = taken(kernel) | set(also)
 
     def __call__(self, stem: str) -> str:
         name, i = stem, 1

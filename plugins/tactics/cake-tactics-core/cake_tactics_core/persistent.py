@@ -39,6 +39,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.loop.tactic import Application
 
+from cake_tactics_core.construct import Fresh
 from cake_tactics_core.fit import names_in, offered, with_kernel
 
 if TYPE_CHECKING:
@@ -70,14 +71,6 @@ def _taken(kernel: n.Kernel) -> set[str]:
         out |= _bound(role.body)
     return out
 
-
-def _fresh(taken: set[str], stem: str) -> str:
-    name, i = stem, 1
-    while name in taken:
-        i += 1
-        name = f"{stem}{i}"
-    taken.add(name)
-    return name
 
 
 def _globals_read_and_written(kernel: n.Kernel) -> set[str]:
@@ -139,8 +132,8 @@ def _grid_lets(grid: n.Grid, tile: n.Expr) -> tuple[n.Let, ...]:
 
 def persistent(kernel: n.Kernel) -> n.Kernel:
     """``kernel`` with its grid walked by one CTA per multiprocessor (see the module docstring)."""
-    taken = _taken(kernel)
-    w, tile = _fresh(taken, "w"), _fresh(taken, "tile")
+    fresh = Fresh(kernel, also=_taken(kernel))
+    w, tile = fresh("w"), fresh("tile")
     tiles = reduce(_mul, kernel.grid.extents)
     ctas = n.Call("min", (n.Name(SMS), tiles))
     sync = len(kernel.roles) == 1 and bool(kernel.smem)

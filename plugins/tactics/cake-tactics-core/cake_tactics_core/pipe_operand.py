@@ -45,6 +45,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
+from cake_tactics_core.construct import Fresh
 from cake_tactics_core.fit import names_in, offered
 
 if TYPE_CHECKING:
@@ -167,12 +168,11 @@ def sites(kernel: n.Kernel) -> list[_Site]:
 
 
 def _fresh(module: n.Module, kernel: n.Kernel, stem: str) -> str:
-    taken = names_in(kernel) | {p.name for p in kernel.params} | {s.name for s in kernel.smem}
-    taken |= {p.name for p in kernel.pipes} | {c.name for c in kernel.consts} | {k.name for k in module.kernels}
-    taken |= {d.var for d in kernel.domain}
-    name, i = stem, 2
-    while name in taken:
-        name, i = f"{stem}{i}", i + 1
+    """A name free in ``kernel`` and among the module's kernels."""
+    fresh = Fresh(kernel)
+    name = fresh(stem)
+    while any(k.name == name for k in module.kernels):
+        name = fresh(stem)
     return name
 
 

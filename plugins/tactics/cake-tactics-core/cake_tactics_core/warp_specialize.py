@@ -47,6 +47,7 @@ from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 from cake_core.target import Feature
 
+from cake_tactics_core.construct import Fresh
 from cake_tactics_core.fit import names_in, offered, with_kernel
 
 if TYPE_CHECKING:
@@ -310,18 +311,6 @@ def _copies_into(st: n.Stmt, bufs: set[str]) -> bool:
 # --- the rewrite ---
 
 
-def _fresh(kernel: n.Kernel, stem: str, taken: set[str]) -> str:
-    taken |= {c.name for c in kernel.consts} | {s.name for s in kernel.smem} | {p.name for p in kernel.params}
-    taken |= {r.name for r in kernel.roles} | names_in(kernel) | set(kernel.grid.vars)
-    for st in n.walk_stmts(tuple(b for r in kernel.roles for b in r.body)):
-        taken |= {st.name} if isinstance(st, n.Let) else {st.var} if isinstance(st, n.For) else set()
-    name, i = stem, 1
-    while name in taken:
-        i += 1
-        name = f"{stem}{i}"
-    taken.add(name)
-    return name
-
 
 def _op(name: str, outs=(), ins=()) -> n.Op:
     return n.Op(name=name, outs=tuple(outs), ins=tuple(ins))
@@ -424,14 +413,14 @@ def warp_specialized(kernel: n.Kernel, target: Target, regs: int | None = None) 
     """``kernel`` split into a TMA producer and its old role as the consumer (see the module docstring)."""
     sites = plan(kernel, target)
     role = kernel.roles[0]
-    taken: set[str] = set()
-    producer = _fresh(kernel, "producer", taken)
+    fresh = Fresh(kernel)
+    producer = fresh("producer")
     consts, smem = list(kernel.consts), {s.name: s for s in kernel.smem}
     pipes, stage, ring, by_loop = [], {}, set(), {}
     for site in sites:
         stem = site.copies[0].src.name
-        pipe = _fresh(kernel, f"{stem}ring", taken)
-        s = _fresh(kernel, f"{stem}b" if site.loop is None else "s", taken)
+        pipe = fresh(f"{stem}ring")
+        s = fresh(f"{stem}b" if site.loop is None else "s")
         pipes.append(n.Pipe(pipe, (producer,), (role.name,), site.buffers))
         for c in site.copies:
             buf = smem[c.buffer]
@@ -439,7 +428,7 @@ def warp_specialized(kernel: n.Kernel, target: Target, regs: int | None = None) 
             if site.loop is None:
                 depth = n.Num(1)
             elif depth is None:
-                depth = n.Name(_fresh(kernel, "S", taken))
+                depth = n.Name(fresh("S"))
                 consts.append(n.Const(depth.id, n.Num(DEPTH)))
             smem[c.buffer] = attrs.evolve(buf, stages=depth, pad=None, align=n.Num(128))
             stage[c.buffer] = n.Name(s)

@@ -18,8 +18,8 @@ from cake_core.ir.printer import print_module
 from cake_core.lower.program import select_spec
 from cake_core.loop.tactic import Application
 from cake_core.verify.interp_gate import run_gate
-from cake_core.verify.runner import verify_source
 
+from cake_tactics_core.judge import judge
 from cake_tactics_core.persistent import refusal
 
 SCHEDULES = Path(__file__).parent / "schedules"
@@ -43,14 +43,11 @@ def _tactic(name: str):
     return plugins.registry().get("tactics", name)
 
 
-def _passes(problem: str, module: n.Module) -> None:
-    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``, printed
-    and read back."""
-    reg, text = plugins.registry(), print_module(module)
-    report = verify_source(text, "rewritten.cake", _target(), reg)
-    assert report.ok, [d.message for d in report.diagnostics if d.is_error]
-    gate = run_gate(reg.get("problems", problem), parse(text, "rewritten.cake"), reg)
-    assert gate.ok, [d.message for d in gate.diagnostics]
+def _passes(problem: str, module: n.Module) -> str:
+    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``."""
+    text, errors = judge(problem, module)
+    assert not errors, errors
+    return text
 
 
 def _apply(module: n.Module, kernel: str) -> n.Module:

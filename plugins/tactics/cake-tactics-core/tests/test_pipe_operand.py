@@ -12,8 +12,8 @@ from cake_core import plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
-from cake_core.verify.interp_gate import run_gate
-from cake_core.verify.runner import verify_source
+
+from cake_tactics_core.judge import judge
 
 DATA = Path(__file__).parent / "data"
 PROBLEMS = Path(plugins.__file__).parent / "problems"
@@ -28,12 +28,9 @@ def _target(name: str = "h200"):
 
 
 def _passes(problem: str, module: n.Module) -> str:
-    reg = plugins.registry()
-    text = print_module(module)
-    report = verify_source(text, "rewritten.cake", _target(), reg)
-    assert report.ok, [d.message for d in report.diagnostics if d.is_error]
-    gate = run_gate(reg.get("problems", problem), parse(text, "rewritten.cake"), reg)
-    assert gate.ok, [d.message for d in gate.diagnostics]
+    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``."""
+    text, errors = judge(problem, module)
+    assert not errors, errors
     return text
 
 

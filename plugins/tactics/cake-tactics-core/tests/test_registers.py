@@ -18,10 +18,10 @@ from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.lower.program import select_spec
 from cake_core.loop.tactic import Application
-from cake_core.verify.interp_gate import run_gate
 from cake_core.verify.runner import verify_source
 
 from cake_tactics_core.fit import fits
+from cake_tactics_core.judge import judge
 
 SCHEDULES = Path(__file__).parent / "schedules"
 PROBLEMS = Path(plugins.__file__).parent / "problems"
@@ -39,14 +39,11 @@ def _reg(name: str, kind: str = "tactics"):
     return plugins.registry().get(kind, name)
 
 
-def _gate(problem: str, module: n.Module) -> None:
-    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``, printed
-    and read back."""
-    text = print_module(module)
-    report = verify_source(text, "rewritten.cake", _reg("h200", "targets"), plugins.registry())
-    assert report.ok, [d.message for d in report.diagnostics if d.is_error]
-    gate = run_gate(_reg(problem, "problems"), parse(text, "rewritten.cake"), plugins.registry())
-    assert gate.ok, [d.message for d in gate.diagnostics]
+def _gate(problem: str, module: n.Module) -> str:
+    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``."""
+    text, errors = judge(problem, module)
+    assert not errors, errors
+    return text
 
 
 def _keys(module: n.Module, target=None) -> list[str]:

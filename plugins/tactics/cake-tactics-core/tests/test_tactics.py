@@ -14,8 +14,9 @@ from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Application, Tactic
-from cake_core.verify.interp_gate import run_gate
 from cake_core.verify.runner import check_registered, verify_source
+
+from cake_tactics_core.judge import judge
 
 PROBLEMS = Path(plugins.__file__).parent / "problems"
 
@@ -34,15 +35,11 @@ def _target():
     return plugins.registry().get("targets", "h200")
 
 
-def _passes(problem: str, module: n.Module) -> None:
-    """The verifier for h200 and the interpreter gate with ``problem``'s oracle both pass ``module``,
-    printed to text and read back (what an agent hands the loop)."""
-    reg = plugins.registry()
-    text = print_module(module)
-    report = verify_source(text, "rewritten.cake", _target(), reg)
-    assert report.ok, [d.message for d in report.diagnostics if d.is_error]
-    gate = run_gate(reg.get("problems", problem), parse(text, "rewritten.cake"), reg)
-    assert gate.ok, [d.message for d in gate.diagnostics]
+def _passes(problem: str, module: n.Module) -> str:
+    """The verifier for h200 and the interpreter gate with ``problem``'s oracle pass ``module``."""
+    text, errors = judge(problem, module)
+    assert not errors, errors
+    return text
 
 
 def _const(module: n.Module, kernel: str, name: str) -> n.Expr:

@@ -21,6 +21,7 @@ from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Application, Tactic
 
+from cake_tactics_core.judge import judge
 from cake_tactics_core.warp_specialize import Refused, plan
 
 PROBLEMS = Path(plugins.__file__).parent / "problems"
@@ -82,13 +83,11 @@ def _target(name: str = "h200"):
 
 
 def _passes(problem: str, module: n.Module) -> pipeline.Candidate:
-    """``module`` printed and read back (what an agent hands the loop) as a candidate for h200 that the
-    verifier and the interpreter gate with ``problem``'s oracle pass."""
-    cand = pipeline.Candidate(pipeline.load_text(print_module(module), "rewritten.cake"), _target())
-    assert cand.verify().ok, [d.message for d in cand.verify().diagnostics if d.is_error]
-    gate = cand.interp_gate(plugins.registry().get("problems", problem))
-    assert gate.ok, [d.message for d in gate.diagnostics]
-    return cand
+    """``module`` as a candidate for h200 that the verifier and the interpreter gate with ``problem``'s oracle
+    pass."""
+    text, errors = judge(problem, module)
+    assert not errors, errors
+    return pipeline.Candidate(pipeline.load_text(text, "rewritten.cake"), _target())
 
 
 def _split(problem: str, text: str, kernel: str, params: dict) -> pipeline.Candidate:
