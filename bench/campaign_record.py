@@ -1,7 +1,7 @@
 """One campaign record from a `cake run` directory: what issue 13 asks each campaign seed to report, read from the
 run's ledger and run.json (nothing re-measured).
 
-    python bench/campaign_record.py RUN_DIR [--label L] [--feedback on|off] [--out FILE]
+    python bench/campaign_record.py RUN_DIR [--label L] [--out FILE]
 
 The record holds problem, shape, dtype, target, seed, gpu_benchmarks (every stage-3 dispatch, the baseline's and
 failures included), candidates, rejected_stage2, best_ms, baseline_ms, speedup, best_hash, date, commit, and:
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
-def record(run_dir: Path, label: str = "", feedback: str = "on") -> dict[str, Any]:
+def record(run_dir: Path, label: str = "") -> dict[str, Any]:
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     summary = run["summary"]
     db = sqlite3.connect(run_dir / "ledger.sqlite")
@@ -33,6 +33,7 @@ def record(run_dir: Path, label: str = "", feedback: str = "on") -> dict[str, An
         candidates = db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
         rounds = db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
         best = db.execute("SELECT id, how FROM candidates WHERE hash = ?", (summary.get("best_hash"),)).fetchone()
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
     finally:
         db.close()
     failures = [d for d in dispatches if d[0] is not None and (d[2] != "ok" or not d[3])]
@@ -56,7 +57,7 @@ def record(run_dir: Path, label: str = "", feedback: str = "on") -> dict[str, An
         "dtype": cell["dtype"],
         "target": run["target"],
         "seed": run["seed"],
-        "feedback": feedback,
+        "feedback": "on" if meta.get("feedback", True) else "off",  # `cake run --no-feedback`: the ablation
         "gpu_benchmarks": len(dispatches),
         "candidates": candidates,
         "rejected_stage2": rejected,
@@ -81,13 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--label", default="")
-    ap.add_argument("--feedback", choices=("on", "off"), default="on", help="whether routed feedback steered the run")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     if not (args.run_dir / "run.json").is_file() or not (args.run_dir / "ledger.sqlite").is_file():
         print(f"error: {args.run_dir} is not a cake run directory (no run.json and ledger.sqlite)", file=sys.stderr)
         return 2
-    text = json.dumps(record(args.run_dir, args.label, args.feedback), indent=1, sort_keys=True)
+    text = json.dumps(record(args.run_dir, args.label), indent=1, sort_keys=True)
     if args.out is None:
         print(text)
     else:

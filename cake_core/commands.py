@@ -296,7 +296,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cell = problem_cell(plugins.registry().get("problems", args.problem), args.shape, args.dtype)
     opts = RunOptions(args.problem, args.target, out, args.seed, args.agent, tuple(Path(p) for p in args.sources),
                       budgets, args.resume, args.bench_rejected, args.gpu_timeout, args.workers,
-                      tuple(sys.argv[1:]), cell)  # fmt: skip
+                      tuple(sys.argv[1:]), cell, args.feedback)  # fmt: skip
     from rich.console import Console
 
     from cake_core.loop.progress import Progress
@@ -436,6 +436,8 @@ def add_commands(sub) -> None:
     s.add_argument("--bench-rejected", action="store_true", help="also benchmark candidates a verifier rule or "
                    "the interpreter gate refused (their rejection stays recorded)")
     s.add_argument("--gpu-timeout", type=float, default=120.0, metavar="S", help="per-dispatch timeout")
+    s.add_argument("--no-feedback", dest="feedback", action="store_false", help="do not hand the agent the "
+                   "routed findings (they are still routed and recorded): the ablation of steering by feedback")
     s.add_argument("--workers", type=int, metavar="N", help="stage-2 processes (default: the CPUs available)")
     s.add_argument("--out", help="run directory (default: runs/PROBLEM-TARGET-TIME)")
     s.add_argument("--resume", action="store_true", help="continue the run in --out, redoing nothing recorded")

@@ -69,6 +69,7 @@ class RunOptions:
     workers: int | None = None
     argv: tuple[str, ...] = ()
     cell: tuple[dict[str, int], str] | None = None  # (shape, dtype); default: the problem's default cell
+    feedback: bool = True  # hand the agent the routed findings (--no-feedback: the ablation without them)
 
 
 def seed_schedules(problem: object) -> list[Path]:
@@ -106,6 +107,7 @@ class Loop:
         self.agent = reg.get("agents", meta["agent"]) if meta["agent"] else None
         self.sources = [Path(p) for p in meta["from"]]
         self.budgets: Budgets = structure(meta["budgets"], Budgets)
+        self.feedback: bool = meta.get("feedback", True)  # a ledger from before --no-feedback handed it on
         self.shape: dict[str, int] = meta["cell"]["shape"]
         self.dtype: str = meta["cell"]["dtype"]
         self.info = RunInfo(self.problem.name, self.tgt.name, str(opts.out), self.seed, self.budgets, meta["cell"])
@@ -244,7 +246,7 @@ class Loop:
         parents = self.parents()
         by_id = {c.id: c for c in self.candidates()}
         feedback = [Feedback(f, by_id[f.candidate].hash, by_id[f.candidate].how) for f in self.findings()
-                    if f.candidate is not None]  # fmt: skip
+                    if f.candidate is not None and self.feedback]  # fmt: skip
         count = 8 if left is None else max(0, min(8, left))
         known = frozenset(c.hash for c in by_id.values())
         proposals, tokens = self.agent.propose(self.info, parents, feedback, self.tgt, count,
@@ -470,7 +472,7 @@ def open_ledger(opts: RunOptions, reg: Any) -> tuple[Ledger, dict[str, Any]]:
         _read(path)  # a missing --from file is refused before anything is written
     meta = {
         "problem": problem.name, "target": tgt.name, "seed": opts.seed, "agent": opts.agent,
-        "from": [str(p) for p in opts.sources], "budgets": unstructure(opts.budgets),
+        "from": [str(p) for p in opts.sources], "budgets": unstructure(opts.budgets), "feedback": opts.feedback,
         "cell": {"shape": dict(opts.cell[0]), "dtype": opts.cell[1]} if opts.cell else
                 {"shape": dict(problem.default_cell.shape), "dtype": problem.default_cell.dtype},
     }  # fmt: skip

@@ -92,3 +92,23 @@ def test_with_an_agent_and_no_from_the_run_starts_from_the_naive_schedule(agent:
     run(opts, log=lambda _: None)
     rows = sqlite3.connect(tmp_path / "run" / "ledger.sqlite").execute("SELECT name, origin FROM candidates").fetchall()
     assert rows == [("naive", "seed")]
+
+
+def test_without_feedback_the_agent_gets_no_findings_and_they_are_still_recorded(
+    agent: Retile, tmp_path: Path
+) -> None:
+    """--no-feedback (the ablation): the findings are routed and recorded as ever, the agent is handed none;
+    the choice is recorded with the run, as its seed is."""
+    refused = Path(__file__).resolve().parents[1] / "adversarial" / "oob_write.cake"
+    for name, feedback in (("on", True), ("off", False)):
+        agent.feedback_seen.clear()
+        opts = RunOptions("kmeans-assign", "h200", tmp_path / name, seed=5, agent="retile", workers=1,
+                          sources=(SCHEDULES / "ampere.cake", refused), budgets=Budgets(candidates=6),
+                          feedback=feedback)  # fmt: skip
+        run(opts, log=lambda _: None)
+        findings = sqlite3.connect(tmp_path / name / "ledger.sqlite").execute("SELECT COUNT(*) FROM findings")
+        assert findings.fetchone()[0] > 0
+        assert agent.feedback_seen and (max(agent.feedback_seen) > 0) == feedback
+    # the run records the choice, and a resumed run reads it from there (as it reads the seed and the agent)
+    meta = dict(sqlite3.connect(tmp_path / "off" / "ledger.sqlite").execute("SELECT key, value FROM meta"))
+    assert meta["feedback"] == "false"
