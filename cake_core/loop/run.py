@@ -246,7 +246,7 @@ class Loop:
         parents = self.parents()
         by_id = {c.id: c for c in self.candidates()}
         feedback = [Feedback(f, by_id[f.candidate].hash, by_id[f.candidate].how) for f in self.findings()
-                    if f.candidate is not None and self.feedback]  # fmt: skip
+                    if f.candidate is not None] if self.feedback else []  # fmt: skip
         count = 8 if left is None else max(0, min(8, left))
         known = frozenset(c.hash for c in by_id.values())
         proposals, tokens = self.agent.propose(self.info, parents, feedback, self.tgt, count,

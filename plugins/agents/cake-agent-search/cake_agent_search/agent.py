@@ -150,7 +150,7 @@ def _through(built: list[Built], parents: Sequence[Parent], offering: Sequence[s
              seen: set[str]) -> list[Built]:  # fmt: skip
     """``built``, where up to :data:`THROUGH_LIMIT` mutations that do not beat their parent's estimate are replaced
     by the mutation and the best move it enabled, if that beats the parent (the module docstring says why)."""
-    base_ms = {b.base: ranker.estimate(parents[b.base].module) for b in built}
+    base_ms = {i: ranker.estimate(parents[i].module) for i in sorted({b.base for b in built})}
     out, looked = [], 0
     for b in built:
         parent_ms = base_ms[b.base]

@@ -62,17 +62,6 @@ def _bound(body: tuple[n.Stmt, ...]) -> set[str]:
     return out
 
 
-def _taken(kernel: n.Kernel) -> set[str]:
-    """Every name the kernel declares or uses, in any role."""
-    out = {c.name for c in kernel.consts} | {s.name for s in kernel.smem} | {p.name for p in kernel.params}
-    out |= {b.name for b in kernel.barriers} | {p.name for p in kernel.pipes} | {c.var for c in kernel.domain}
-    out |= set(kernel.grid.vars) | names_in(kernel) | {"self", SMS}
-    for role in kernel.roles:
-        out |= _bound(role.body)
-    return out
-
-
-
 def _globals_read_and_written(kernel: n.Kernel) -> set[str]:
     """Global parameters one operation writes (an output) and another reads (an input)."""
     params = {p.name for p in kernel.params if p.tier == "global"}
@@ -132,7 +121,7 @@ def _grid_lets(grid: n.Grid, tile: n.Expr) -> tuple[n.Let, ...]:
 
 def persistent(kernel: n.Kernel) -> n.Kernel:
     """``kernel`` with its grid walked by one CTA per multiprocessor (see the module docstring)."""
-    fresh = Fresh(kernel, also=_taken(kernel))
+    fresh = Fresh(kernel, also=("self", SMS))
     w, tile = fresh("w"), fresh("tile")
     tiles = reduce(_mul, kernel.grid.extents)
     ctas = n.Call("min", (n.Name(SMS), tiles))

@@ -91,7 +91,7 @@ class RingDepth:
                 fitting = offered(self, module, target, [a for a in ladder if changes(a)], until_refused=True)
                 out += fitting
                 deeper = [a for a in ladder if changes(a) and a not in fitting]
-                if deeper and (not fitting or deeper[0].params["stages"] > fitting[-1].params["stages"]):
+                if deeper:  # the first depth that does not fit: once more, written in a listed size
                     scaled = [Application(self.name, site, {**deeper[0].params, **s}) for s in scalings(kernel)]
                     out += offered(self, module, target, [a for a in scaled if changes(a)])
         return out

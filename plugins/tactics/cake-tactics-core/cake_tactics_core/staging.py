@@ -42,6 +42,7 @@ from cake_core.ir.exprs import free_names, substitute
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
+from cake_tactics_core.construct import Fresh
 from cake_tactics_core.construct import arith as _bin
 from cake_tactics_core.construct import op as _op
 from cake_tactics_core.fit import names_in, offered, with_kernel
@@ -112,16 +113,6 @@ def sites(kernel: n.Kernel) -> list[_Site]:
     return out
 
 
-def _fresh(kernel: n.Kernel, stem: str) -> str:
-    taken = {c.name for c in kernel.consts} | {s.name for s in kernel.smem} | {p.name for p in kernel.params}
-    taken |= _bound(kernel.roles[0].body) | names_in(kernel) | set(kernel.grid.vars)
-    name, i = stem, 1
-    while name in taken:
-        i += 1
-        name = f"{stem}{i}"
-    return name
-
-
 def _replace(node: object, old: n.Ref, new: n.Ref) -> object:
     """``node`` with every read of the tile ``old`` (either orientation) made a read of ``new``."""
     if isinstance(node, n.Ref):
@@ -169,9 +160,9 @@ class Staging:
         return with_kernel(module, kernel_name, staged)
 
 def _staged(kernel: n.Kernel, site: _Site, stages: int) -> n.Kernel:
-    depth = _fresh(kernel, f"S_{site.ref.name}")
-    ring = _fresh(kernel, f"{site.ref.name}_ring")
-    count, p, j = _fresh(kernel, "n_" + site.ref.name), _fresh(kernel, "p"), _fresh(kernel, "j")
+    fresh = Fresh(kernel)
+    depth, ring = fresh(f"S_{site.ref.name}"), fresh(f"{site.ref.name}_ring")
+    count, p, j = fresh("n_" + site.ref.name), fresh("p"), fresh("j")
     loop, ref, S = site.loop, site.ref, n.Name(depth)
     shape = []
     for i, idx in enumerate(ref.index):
