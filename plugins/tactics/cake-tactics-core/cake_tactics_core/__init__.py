@@ -1,5 +1,6 @@
 """cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
-staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing)."""
+staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing,
+consumer warpgroups)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from cake_tactics_core.staging import Staging
 from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
 from cake_tactics_core.warp_specialize import WarpSpecialize
+from cake_tactics_core.warpgroups import Warpgroups
 from cake_tactics_core.wgmma import Wgmma
 
 __all__ = [
     "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes",
-    "WarpSpecialize", "Wgmma", "cake_register_tactics",
+    "WarpSpecialize", "Warpgroups", "Wgmma", "cake_register_tactics",
 ]
 
 
@@ -29,5 +31,5 @@ __all__ = [
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
     for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), Wgmma(),
-                   PipeOperand(), Persistent(), Registers()):  # fmt: skip
+                   PipeOperand(), Persistent(), Registers(), Warpgroups()):  # fmt: skip
         register(tactic)
