@@ -209,8 +209,8 @@ The fragment layout decides which thread holds which element; a wrong one cannot
 PIPE = _code("CK011", "bad-pipe", "a pipe declared or used in a way its derived barriers cannot follow", """
 ## What it checks
 A `pipe` names existing roles and shared buffers; its buffers are rings of one stage count and belong
-to no other pipe; one producer role of one instance fills it, and no role both produces and consumes
-it. `pipe.acquire` runs in the producer role, `pipe.wait` and `pipe.release` in a consumer role; the
+to no other pipe; one producer role of one instance fills it (it may also be a consumer: a one-role
+kernel fills its own ring). `pipe.acquire` runs in the producer role, `pipe.wait` and `pipe.release` in a consumer role; the
 copies into an acquired stage are issued in the acquire's block, with boxes of compile-time size, so
 that the bytes the stage expects are known when the kernel is compiled.
 

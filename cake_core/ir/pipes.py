@@ -10,7 +10,9 @@ and the compiler derives the numbers:
   acquire arms with the transaction bytes of the copies issued into the stage and those copies
   complete; and ``cring.empty``, whose count is every thread of every consumer instance;
 * which stage each acquire and wait takes: each role instance counts the stages it has taken from
-  the pipe (a counter no kernel can name, :func:`counter`), so the ``n``-th is stage ``n % S``;
+  the pipe (a counter no kernel can name, :func:`counter`), so the ``n``-th is stage ``n % S``; a role
+  on both sides of a pipe (one role filling its own ring ahead of its reads) counts its acquires and
+  its waits apart;
 * the phase parity each waits for: ``(n / S) % 2`` for a consumer's wait on ``full``, one phase
   behind, ``(n / S + 1) % 2``, for the producer's wait on ``empty`` (every stage starts free);
 * the bytes an acquire expects (:func:`derive_bytes`): the full boxes of the copies into the stage it
@@ -46,9 +48,10 @@ def empty_barrier(pipe: str) -> str:
     return f"{pipe}.empty"
 
 
-def counter(pipe: str) -> str:
-    """The role-instance counter of the stages taken from ``pipe`` (no kernel can write the name)."""
-    return f"{pipe}#n"
+def counter(pipe: str, side: str = CONSUMER) -> str:
+    """The role-instance counter of the stages taken from ``pipe`` on ``side`` (no kernel can write the
+    name): ``cring#n`` for the waits, ``cring#p`` for the acquires."""
+    return f"{pipe}#{'p' if side == PRODUCER else 'n'}"
 
 
 def stages_expr(k: n.Kernel, p: n.Pipe) -> n.Expr:
@@ -82,16 +85,16 @@ def take(k: n.Kernel, p: n.Pipe, side: str) -> dict[str, n.Expr]:
     on the producer's side, ``pipe.wait`` on a consumer's): ``stage`` and ``parity`` over the
     role instance's counter."""
     s = stages_expr(k, p)
-    pos = n.Name(counter(p.name))
+    pos = n.Name(counter(p.name, side))
     phase = n.Bin("/", pos, s)
     if side == PRODUCER:
         phase = n.Bin("+", phase, n.Num(1))
     return {"stage": n.Bin("%", pos, s), "parity": n.Bin("%", phase, n.Num(2))}
 
 
-def advance(p: str) -> n.Expr:
-    """The counter of ``p`` after one more stage is taken."""
-    return n.Bin("+", n.Name(counter(p)), n.Num(1))
+def advance(p: str, side: str = CONSUMER) -> n.Expr:
+    """The counter of ``p`` on ``side`` after one more stage is taken."""
+    return n.Bin("+", n.Name(counter(p, side)), n.Num(1))
 
 
 def owner(k: n.Kernel) -> dict[str, n.Pipe]:
@@ -119,11 +122,24 @@ def release_fences_async_proxy(ops: Iterable[Any], p: n.Pipe, role: str) -> bool
 
 
 def side_of(p: n.Pipe, role: str) -> str | None:
+    """The side of ``p`` that ``role`` plays, the producer's first where it plays both (:func:`sides`)."""
     if role in p.producers:
         return PRODUCER
     if role in p.consumers:
         return CONSUMER
     return None
+
+
+def sides(p: n.Pipe, role: str) -> tuple[str, ...]:
+    """Every side of ``p`` that ``role`` plays: a one-role kernel that fills its own ring plays both."""
+    return tuple(side for side, roles in ((PRODUCER, p.producers), (CONSUMER, p.consumers)) if role in roles)
+
+
+def take_side(prim: Any) -> str:
+    """The side of a pipe an operation that takes a stage works on: the producer's waits for a free stage
+    (a derived wait on the ``empty`` ring), a consumer's for a full one."""
+    empty = any(s.derived and s.name == "empty" and s.barrier is BarrierAction.WAIT for s in prim.signature.ins)
+    return PRODUCER if empty else CONSUMER
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -141,11 +157,14 @@ class Holding:
     bound_by: n.Op
 
 
-def holders(k: n.Kernel, pipe_ops: frozenset[str]) -> dict[int, dict[str, Holding]]:
+def holders(
+    k: n.Kernel, pipe_ops: frozenset[str], producing: frozenset[str] = frozenset()
+) -> dict[int, dict[str, Holding]]:
     """For every operation (by ``id``), the stage names bound by pipe operations (``pipe_ops``: the
     primitives whose outputs bind stages) that are in scope there, and what each holds. A name bound
     again inside a nested block (a loop carrying the stage of the last iteration) holds the latest
-    binding of the enclosing walk."""
+    binding of the enclosing walk. A role on both sides of a pipe holds a name on the side of the
+    operation that bound it: ``producing`` names the takes of the producer's side (:func:`take_side`)."""
     out: dict[int, dict[str, Holding]] = {}
 
     def block(body: tuple[n.Stmt, ...], role: str, held: dict[str, Holding]) -> None:
@@ -158,6 +177,8 @@ def holders(k: n.Kernel, pipe_ops: frozenset[str]) -> dict[int, dict[str, Holdin
                     pipe = k.pipe(p) if p else None
                     if pipe is not None:
                         side = side_of(pipe, role)
+                        if len(sides(pipe, role)) == 2:
+                            side = PRODUCER if s.name in producing else CONSUMER
                         if side is not None:
                             held = {**held, s.outs[0].id: Holding(pipe.name, side, s)}
             elif isinstance(s, n.Let):

@@ -205,9 +205,8 @@ class Resolver:
         pipe_in = next((o for o in ins if o.kind is Kind.PIPE), None)
         if pipe_in is not None:
             pipe = pipe_in.decl
-            side = pipes.side_of(pipe, self.role_name) or pipes.CONSUMER
             if "stage" in prim.derives:
-                derived.update(pipes.take(self.k, pipe, side))
+                derived.update(pipes.take(self.k, pipe, pipes.take_side(prim)))
             stage = pipe_in.stage if pipe_in.stage is not None else derived.get("stage")
             extra = []
             for slot in sig.ins:

@@ -268,10 +268,6 @@ class KernelChecker:
                     self.err(codes.PIPE, p.loc, f"pipe `{p.name}` names `{name}`, which is not a role of kernel "
                              f"`{self.k.name}`", label="unknown role")  # fmt: skip
                     ok = False
-            both = set(p.producers) & set(p.consumers)
-            if both:
-                self.err(codes.PIPE, p.loc, f"role `{sorted(both)[0]}` both produces and consumes pipe `{p.name}`")
-                ok = False
             producers = [by_role[r] for r in p.producers if r in by_role]
             if len(p.producers) != 1 or any(r.instances != 1 for r in producers):
                 self.err(

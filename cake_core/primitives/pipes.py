@@ -53,7 +53,8 @@ class _Take(Primitive):
         pipe = op.ins[0].name or ""
         stage = op.attr("stage")
         assert stage is not None
-        return (Bind(op.outs[0].name or "", stage), Bind(pipes.counter(pipe), pipes.advance(pipe), counter=True))
+        return (Bind(op.outs[0].name or "", stage),
+                Bind(pipes.counter(pipe, self.side), pipes.advance(pipe, self.side), counter=True))
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass  # the interpreter blocks on the derived barrier itself
@@ -153,7 +154,7 @@ def _side(op: TypedOp, side: str) -> Iterable[Diagnostic]:
     """A finding when the operation's role is not on ``side`` of its pipe."""
     p = op.ins[0].decl
     role = op.role.role.name  # type: ignore[attr-defined]
-    if not isinstance(p, n.Pipe) or pipes.side_of(p, role) == side:
+    if not isinstance(p, n.Pipe) or side in pipes.sides(p, role):
         return
     roles = p.producers if side == pipes.PRODUCER else p.consumers
     yield codes.PIPE.at(

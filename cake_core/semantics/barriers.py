@@ -17,7 +17,10 @@ re-initializes it (count from the operation's ``count`` attribute, else the decl
   same as one that has not moved.
 
 Each phase accumulates the vector clocks of its arrivals and completed copies; a wait that passes
-acquires the clock of the last completed phase.
+acquires the clock of the last completed phase. It also keeps, per role instance, the clock at which
+*every* thread of the instance arrived (``whole``): the instance's own threads are ordered among
+themselves by such an arrival followed by its wait (every thread executes both), as by a CTA barrier
+— a role that fills its own pipe releases a stage and then acquires it again.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class BarState:
     tx: int = 0  # outstanding transaction bytes of the current phase
     phase_vc: VC = attrs.field(factory=dict)
     done_vc: VC = attrs.field(factory=dict)
+    whole: VC = attrs.field(factory=dict)  # instance component -> its clock at an arrival of all its threads
+    done_whole: VC = attrs.field(factory=dict)
     arrivals: list[str] = attrs.field(factory=list)
 
     @property
@@ -54,15 +59,22 @@ class BarState:
         self.count = count
         self.completed = self.arrived = self.tx = 0
         self.phase_vc, self.done_vc, self.arrivals = {}, {}, []
+        self.whole, self.done_whole = {}, {}
 
     def ready(self, parity: int) -> bool:
         """Whether a wait for the phase of ``parity`` passes now."""
         return (self.completed & 1) != (parity & 1)
 
-    def signal(self, nbytes: int = 0, arrive: VC | None = None, count: int = 1, who: str | None = None) -> bool:
+    def signal(
+        self, nbytes: int = 0, arrive: VC | None = None, count: int = 1, who: str | None = None,
+        whole: tuple[int, int] | None = None,
+    ) -> bool:
         """One barrier action: expect ``nbytes`` transaction bytes and, when ``arrive`` (the arriving
-        clock) is given, ``count`` arrivals (by ``who``). Whether a phase completed."""
+        clock) is given, ``count`` arrivals (by ``who``; ``whole``: the instance's component and clock
+        where every thread of it arrives). Whether a phase completed."""
         self.tx += nbytes
+        if whole is not None:
+            self.whole[whole[0]] = max(self.whole.get(whole[0], 0), whole[1])
         if arrive is not None:
             self.arrived += count
             if who is not None:
@@ -81,6 +93,7 @@ class BarState:
             self.completed += 1
             self.arrived = 0
             self.done_vc, self.phase_vc = self.phase_vc, {}
+            self.done_whole, self.whole = self.whole, {}
             if self.arrivals:
                 self.arrivals = []
             return True

@@ -364,7 +364,7 @@ class Interpreter:
         base = dict(kenv)
         base.update(coords)
         for p in model.pipes:
-            base[pipes.counter(p)] = 0
+            base[pipes.counter(p, pipes.PRODUCER)] = base[pipes.counter(p, pipes.CONSUMER)] = 0
         for info in model.roles:
             for inst in range(info.instances):
                 env = dict(base)
@@ -461,6 +461,9 @@ class Interpreter:
                 yield None
                 a.wait = None
             join(a.vc, bar.done_vc)
+            # every thread of the instance arrived in that phase and every one waits for it: its accesses
+            # before the arrival are ordered for all of its threads, as by a CTA barrier
+            a.sync_clock = max(a.sync_clock, bar.done_whole.get(a.comp, 0))
             a.waits[key] = k + 1
 
         # 2. CTA barrier
@@ -553,7 +556,8 @@ class Interpreter:
                     bar.signal(nbytes, a.vc, 1, a.who)
                 else:
                     count = int(self.effect_value(a, e.arrivals, op))
-                    bar.signal(nbytes, a.release(count, op, t), count, a.who)
+                    whole = (a.comp, t) if count >= a.threads else None
+                    bar.signal(nbytes, a.release(count, op, t), count, a.who, whole)
             else:
                 bar.signal(nbytes)
 

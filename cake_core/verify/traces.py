@@ -26,7 +26,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.exprs import Compiled, EvalError, Fn
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.model import KernelModel
-from cake_core.ir.pipes import counter
+from cake_core.ir.pipes import CONSUMER, PRODUCER, counter
 from cake_core.semantics.engine import instance_words
 from cake_core.verify.facts import OpFacts, is_proxy_fence
 from cake_core.verify.replay import Replay, ReplayResult
@@ -339,7 +339,7 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
     for v in model.kernel.grid.vars:
         base[v] = cta.get(v, 0) if cta is not None else 0
     for p in model.pipes:
-        base[counter(p)] = 0
+        base[counter(p, PRODUCER)] = base[counter(p, CONSUMER)] = 0
     instances: list[Instance] = []
     traces: list[list[Step]] = []
     walker = Walker(budget)

@@ -26,7 +26,7 @@ from collections import defaultdict
 
 from cake_core.diagnostics.diagnostic import Label
 from cake_core.ir.model import KernelModel, PipeInfo
-from cake_core.ir.pipes import CONSUMER, PRODUCER, holders, side_of, stage_name
+from cake_core.ir.pipes import CONSUMER, PRODUCER, holders, side_of, sides, stage_name, take_side
 from cake_core.ir.primitive import Access, BarrierAction, Kind
 from cake_core.ir.printer import expr as text
 from cake_core.verify.protocol import Protocol
@@ -69,6 +69,18 @@ def _taking(model: KernelModel) -> frozenset[str]:
     return frozenset(t.op.name for t in model.ops if t.outs and t.outs[0].slot.binds)
 
 
+def _producing(model: KernelModel) -> frozenset[str]:
+    """The operations among :func:`_taking` that take a stage on the producer's side."""
+    return frozenset(t.op.name for t in model.ops if t.outs and t.outs[0].slot.binds and take_side(t.prim) == PRODUCER)
+
+
+def _side(info: PipeInfo, role: str, copy: bool) -> str | None:
+    """The side of the pipe an access by ``role`` is on: a role on both sides fills stages with its
+    asynchronous copies (``copy``) and reads them as a consumer."""
+    both = sides(info.decl, role)
+    return (PRODUCER if copy else CONSUMER) if len(both) == 2 else side_of(info.decl, role)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Static: which stage names an access uses
 # ---------------------------------------------------------------------------------------------------
@@ -77,7 +89,7 @@ def _taking(model: KernelModel) -> frozenset[str]:
 def _static(model: KernelModel) -> list[Finding]:
     out: list[Finding] = []
     owner = _owner(model)
-    held = holders(model.kernel, _taking(model))
+    held = holders(model.kernel, _taking(model), _producing(model))
     empties = {info.empty: info for info in model.pipes.values()}
     for t in model.ops:
         role = t.role.role.name
@@ -88,7 +100,7 @@ def _static(model: KernelModel) -> list[Finding]:
                 info = empties[o.name]
                 name = stage_name(o.stage)
                 h = mine.get(name) if name else None
-                if side_of(info.decl, role) == CONSUMER and (h is None or h.pipe != info.decl.name):
+                if CONSUMER in sides(info.decl, role) and (h is None or h.pipe != info.decl.name):
                     what = f"`{name}`" if name else f"`{text(o.stage)}`" if o.stage is not None else "a stage"
                     out.append(Finding(
                         "CR122", t.op.loc,
@@ -103,11 +115,11 @@ def _static(model: KernelModel) -> list[Finding]:
                 continue
             info = owner[o.name]
             pipe = info.decl.name
-            side = side_of(info.decl, role)
+            writes = e.access in (Access.WRITE, Access.READWRITE)
+            side = _side(info, role, writes and e.asynchronous)
             name = stage_name(o.stage)
             h = mine.get(name) if name else None
             ok = h is not None and h.pipe == pipe and h.side == side
-            writes = e.access in (Access.WRITE, Access.READWRITE)
             where = text(o.expr)
             if writes and e.asynchronous and side != CONSUMER:
                 if not ok:
@@ -204,6 +216,8 @@ def _holds(model: KernelModel, run: SampleRun) -> list[Finding]:
                 info = owner.get(acc.buffer)
                 if info is None or acc.stage is None or inst.role not in info.consumers:
                     continue
+                if _side(info, inst.role, _copy(acc.effect)) == PRODUCER:
+                    continue  # a role on both sides fills the stage it acquired (CR123 checks the name)
                 key = (info.decl.name, acc.stage)
                 if key not in held:
                     before = released.get(key)
@@ -243,6 +257,11 @@ def _holds(model: KernelModel, run: SampleRun) -> list[Finding]:
                 help=f"release the stage after its last use: `pipe.release {pipe}[s]` for the name this take binds",
             ))  # fmt: skip
     return out
+
+
+def _copy(e: object) -> bool:
+    """Whether an access effect is an asynchronous write (a copy into a stage)."""
+    return e.asynchronous and e.access in (Access.WRITE, Access.READWRITE)  # type: ignore[attr-defined]
 
 
 def _unreleased(info: PipeInfo, stage: int, take: Step, again: Step, who: str, run: SampleRun) -> Finding:
