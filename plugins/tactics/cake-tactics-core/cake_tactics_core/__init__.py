@@ -1,6 +1,6 @@
 """cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
 staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing,
-consumer warpgroups)."""
+consumer warpgroups, TMA in one role)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from cake_tactics_core.smem_layout import SmemLayout
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
+from cake_tactics_core.tma import Tma
 from cake_tactics_core.warp_specialize import WarpSpecialize
 from cake_tactics_core.warpgroups import Warpgroups
 from cake_tactics_core.wgmma import Wgmma
 
 __all__ = [
-    "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes",
+    "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes", "Tma",
     "WarpSpecialize", "Warpgroups", "Wgmma", "cake_register_tactics",
 ]
 
@@ -31,5 +32,5 @@ __all__ = [
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
     for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), Wgmma(),
-                   PipeOperand(), Persistent(), Registers(), Warpgroups()):  # fmt: skip
+                   PipeOperand(), Persistent(), Registers(), Warpgroups(), Tma()):  # fmt: skip
         register(tactic)
