@@ -138,27 +138,30 @@ def one_role_tma(kernel: n.Kernel, target: Target) -> n.Kernel:
     )  # fmt: skip
 
 
+def _follows(kernel: n.Kernel, target: Target) -> bool:
+    """Whether :func:`plan` follows ``kernel``'s copies."""
+    try:
+        plan(kernel, target)
+    except Refused:
+        return False
+    return True
+
+
 class Tma:
     """Issue a one-role kernel's cp.async copies as TMA through pipes the role produces and consumes: the
     site is the kernel, no params."""
 
     name = "tma"
     precondition = (
-        "the target has TMA; the kernel's only role (one instance, no pipes or mbarriers) fills shared buffers "
-        "only by cp.async from global tiles, at its top level or through a ring filled ahead by a prologue and a "
-        "prefetch `let j = i + OFF`; the rewrite (tma.load through pipes the role both produces and consumes, "
-        "TMA rings, the copies' groups and barriers gone) fits"
+        "on a target with TMA, one role of one instance without pipes or mbarriers whose shared buffers only "
+        "cp.async fills, at the top level or through rings filled ahead (prologue + prefetch); rewritten to "
+        "tma.load through pipes the role both produces and consumes (acquire where it copied, wait before the "
+        "first read, release after the last), the rewrite fits"
     )
 
     def applications(self, module: n.Module, target: Target) -> Sequence[Application]:
-        out: list[Application] = []
-        for kernel in module.kernels:
-            try:
-                plan(kernel, target)
-            except Refused:
-                continue
-            out += offered(self, module, target, [Application(self.name, kernel.name)])
-        return out
+        candidates = [Application(self.name, k.name) for k in module.kernels if _follows(k, target)]
+        return offered(self, module, target, candidates)
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
         return with_kernel(module, application.site, lambda k: one_role_tma(k, target))

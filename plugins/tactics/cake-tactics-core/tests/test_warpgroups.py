@@ -16,6 +16,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Application
+from cake_core.lower.program import select_spec
 
 from cake_tactics_core.judge import judge
 
@@ -66,17 +67,21 @@ def _kernel(text: str, name: str) -> str:
 
 
 def _compiles(module: n.Module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """NVRTC compiles ``module`` for h200 at D=128, bf16, with a private cache."""
+    """NVRTC compiles ``module`` for h200 at D=128, bf16 (a private cache), with the budgets it gives."""
     monkeypatch.setenv("CAKE_CACHE_DIR", str(tmp_path))
-    cand = pipeline.Candidate(pipeline.load_text(print_module(module), "warpgroups.cake"), _target())
-    assert cand.verify().ok
-    compiled = cand.compile(cand.spec({"D": 128, "T": "bf16"}), cache=False)
-    assert compiled.cubin[:4] == b"\x7fELF" and compiled.kernel("cake_assign__T_bf16__D_128").registers > 0
+    checked = pipeline.check(pipeline.load_text(print_module(module), "warpgroups.cake"), _target())
+    lowered = pipeline.build(checked, _target(), select_spec(checked, {"D": 128, "T": "bf16"}))
+    for role in module.kernel("assign").roles:
+        if role.regs is not None:
+            assert f"setmaxnreg.{'dec' if role.name == 'producer' else 'inc'}.sync.aligned.u32 {role.regs.value};" \
+                in lowered.source  # fmt: skip
+    result = pipeline.compile_program(lowered, _target(), cache=False)
+    assert result.kernel("cake_assign__T_bf16__D_128").registers > 0
 
 
-def test_the_tactic_registers_through_the_entry_point() -> None:
-    assert plugins.registry().registration("tactics", "warpgroups").plugin.distribution == "cake-tactics-core"
-    assert "\n" not in _tactic().precondition
+def test_the_tactic_is_registered_with_a_one_line_precondition() -> None:
+    registration = plugins.registry().registration("tactics", "warpgroups")
+    assert registration.plugin.distribution == "cake-tactics-core" and "\n" not in registration.obj.precondition
 
 
 def test_hopper_gets_four_warpgroups_where_its_rows_leave_64_each(
