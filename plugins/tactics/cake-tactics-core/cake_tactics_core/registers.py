@@ -52,7 +52,7 @@ def producers(kernel: n.Kernel) -> tuple[str, ...]:
     )
 
 
-def _splits(kernel: n.Kernel, result: CheckedModule | None, target: Target) -> list[dict[str, int]]:
+def splits(kernel: n.Kernel, result: CheckedModule | None, target: Target) -> list[dict[str, int]]:
     """The budgets offered for ``kernel`` (of the checked module ``result``): one per producer budget
     below the entry count."""
     prod = set(producers(kernel))
@@ -105,7 +105,7 @@ class Registers:
             return []
         result = checked(module, target)
         candidates = [
-            Application(self.name, k.name, split) for k in kernels for split in _splits(k, result, target)
+            Application(self.name, k.name, split) for k in kernels for split in splits(k, result, target)
         ]
         return offered(self, module, target, candidates)
 

@@ -75,6 +75,15 @@ def plan(kernel: n.Kernel, target: Target) -> list:
     return sites
 
 
+def _op_named(st: n.Stmt, *names: str) -> bool:
+    return isinstance(st, n.Op) and st.name in names
+
+
+def _whole(e: n.Expr) -> n.Expr:
+    """A buffer or tensor named bare (``xs``) as a reference without an index."""
+    return n.Ref(e.id, loc=e.loc) if isinstance(e, n.Name) else e
+
+
 def one_role_tma(kernel: n.Kernel, target: Target) -> n.Kernel:
     """``kernel`` issuing its copies as ``tma.load`` through pipes its one role produces and consumes (see
     the module docstring)."""
@@ -105,33 +114,33 @@ def one_role_tma(kernel: n.Kernel, target: Target) -> n.Kernel:
         out: list[n.Stmt] = []
         acquired: set[str] = set()
         for st in body:
-            if ws._is(st, "cp.async"):
-                dst = ws._ref(st.outs[0])
+            if _op_named(st, "cp.async"):
+                dst = _whole(st.outs[0])
                 pipe, name = fills[dst.name]
                 if pipe not in acquired:
                     out.append(_op("pipe.acquire", [n.Name(name)], [n.Name(pipe)]))
                     acquired.add(pipe)
-                out.append(_op("tma.load", [n.Ref(dst.name, (n.At(n.Name(name)),))], [ws._ref(st.ins[0])]))
-            elif ws._is(st, *ws.COPY_OPS):
+                out.append(_op("tma.load", [n.Ref(dst.name, (n.At(n.Name(name)),))], [_whole(st.ins[0])]))
+            elif _op_named(st, *ws.COPY_OPS):
                 continue
             elif isinstance(st, n.For) and id(st) in by_loop:
                 site, pipe, taken = by_loop[id(st)]
-                inner = block(ws._drop_copy_barriers(st.body, True, scratch))
-                out.append(attrs.evolve(st, body=ws._with_pipe(inner, site, pipe, taken)))
+                inner = block(ws.drop_copy_barriers(st.body, True, scratch))
+                out.append(attrs.evolve(st, body=ws.with_pipe(inner, site, pipe, taken)))
             elif isinstance(st, n.For):
                 out.append(attrs.evolve(st, body=block(st.body)))
             elif isinstance(st, n.If):
                 out.append(attrs.evolve(st, then=block(st.then), orelse=block(st.orelse)))
             elif isinstance(st, n.Op):
-                out.append(attrs.evolve(st, ins=tuple(ws._restage(e, stage, ring) for e in st.ins)))
+                out.append(attrs.evolve(st, ins=tuple(ws.restage(e, stage, ring) for e in st.ins)))
             else:
                 out.append(st)
         return tuple(out)
 
-    body = block(ws._drop_copy_barriers(role.body, False, scratch))
+    body = block(ws.drop_copy_barriers(role.body, False, scratch))
     if id(None) in by_loop:
         site, pipe, taken = by_loop[id(None)]
-        body = ws._with_pipe(body, site, pipe, taken)
+        body = ws.with_pipe(body, site, pipe, taken)
     return attrs.evolve(
         kernel, smem=tuple(smem[s.name] for s in kernel.smem), pipes=tuple(pipes),
         roles=(attrs.evolve(role, body=body),),

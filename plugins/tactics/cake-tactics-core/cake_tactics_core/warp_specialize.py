@@ -341,7 +341,8 @@ def _map_stmts(body: tuple[n.Stmt, ...], fn: Callable[[n.Stmt], list[n.Stmt]]) -
     return tuple(out)
 
 
-def _restage(e: n.Expr, stage: dict[str, n.Expr], ring: set[str]) -> n.Expr:
+def restage(e: n.Expr, stage: dict[str, n.Expr], ring: set[str]) -> n.Expr:
+    """``e`` reading a filled buffer at the stage named in ``stage`` (a ring's own stage index replaced)."""
     if _named(e, set(stage)):
         e = _ref(e)
         rest = e.index[1:] if e.name in ring else e.index
@@ -357,7 +358,7 @@ def _smem_writes(body: tuple[n.Stmt, ...], smem: set[str]) -> bool:
     )  # fmt: skip
 
 
-def _drop_copy_barriers(body: tuple[n.Stmt, ...], cyclic: bool, smem: set[str]) -> tuple[n.Stmt, ...]:
+def drop_copy_barriers(body: tuple[n.Stmt, ...], cyclic: bool, smem: set[str]) -> tuple[n.Stmt, ...]:
     """``body`` without the ``bar.sync`` barriers next to a copy or a wait (cyclically in a loop body), where
     nothing else in the scope writes shared memory."""
     if _smem_writes(body, smem):
@@ -375,7 +376,7 @@ def _drop_copy_barriers(body: tuple[n.Stmt, ...], cyclic: bool, smem: set[str]) 
     return tuple(st for i, st in enumerate(body) if not ordered_copies(i, st))
 
 
-def _with_pipe(body: tuple[n.Stmt, ...], site: _Site, pipe: str, s: str) -> tuple[n.Stmt, ...]:
+def with_pipe(body: tuple[n.Stmt, ...], site: _Site, pipe: str, s: str) -> tuple[n.Stmt, ...]:
     """``body`` waiting for stage ``s`` of ``pipe`` before the first statement reading the site's buffers
     (in a loop body, before the lets just ahead of it that the copies do not use) and releasing it after
     the last."""
@@ -446,22 +447,22 @@ def warp_specialized(kernel: n.Kernel, target: Target, regs: int | None = None) 
         if _is(st, *COPY_OPS) or (isinstance(st, n.Let) and st.name in drop_lets):
             return []
         if isinstance(st, n.Op):
-            return [attrs.evolve(st, ins=tuple(_restage(e, stage, ring) for e in st.ins))]
+            return [attrs.evolve(st, ins=tuple(restage(e, stage, ring) for e in st.ins))]
         return [st]
 
     body: list[n.Stmt] = []
-    for st in _drop_copy_barriers(role.body, False, scratch):
+    for st in drop_copy_barriers(role.body, False, scratch):
         if id(st) in prologues:
             continue
         if isinstance(st, n.For) and id(st) in by_loop:
             site, pipe, s = by_loop[id(st)]
-            inner = _map_stmts(_drop_copy_barriers(st.body, True, scratch), edit)
-            body.append(attrs.evolve(st, body=_with_pipe(inner, site, pipe, s)))
+            inner = _map_stmts(drop_copy_barriers(st.body, True, scratch), edit)
+            body.append(attrs.evolve(st, body=with_pipe(inner, site, pipe, s)))
         else:
             body += _map_stmts((st,), edit)
     if top is not None:
         site, pipe, s = top
-        body = list(_with_pipe(tuple(body), site, pipe, s))
+        body = list(with_pipe(tuple(body), site, pipe, s))
     # the producer: the consumer's skeleton (its loops, lets, CTA barriers), a stage taken and filled where
     # the consumer waits for one
     loads = {pipe: [_op("tma.load", [n.Ref(c.buffer, (n.At(n.Name(s)),))], [c.src]) for c in site.copies]

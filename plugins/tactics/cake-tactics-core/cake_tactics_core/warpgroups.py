@@ -52,8 +52,8 @@ from cake_core.loop.tactic import Application
 from cake_tactics_core import construct
 from cake_tactics_core.adaptive import scalings, value
 from cake_tactics_core.fit import checked, expressions, names_in, offered, reach, with_kernel
-from cake_tactics_core.registers import _splits, producers
-from cake_tactics_core.wgmma import _swap, _warps
+from cake_tactics_core.registers import producers, splits
+from cake_tactics_core.wgmma import swap, warp_count
 
 if TYPE_CHECKING:
     from cake_core.target import Target
@@ -179,9 +179,9 @@ def _rewrite(kernel: n.Kernel, site: _Site, count: n.Expr) -> n.Kernel:
         consts = tuple(consts)
     warps = n.Bin("*", n.Num(4), n.Name(name))
     cta = kernel.cta.warps
-    before = _warps(role)
+    before = warp_count(role)
     if any(e == before for e in n.walk_expr(cta)) and not isinstance(before, n.Num):
-        cta = _swap(cta, before, warps)
+        cta = swap(cta, before, warps)
     elif isinstance(cta, n.Num) and isinstance(role.warp_start, n.Num) and isinstance(role.warp_stop, n.Num):
         cta = construct.arith("+", n.Num(cta.value - (role.warp_stop.value - role.warp_start.value)), warps)
     else:
@@ -202,7 +202,7 @@ def _budgets(module: n.Module, kernel_name: str, target: Target) -> n.Module:
     if len(given) != 1 or not isinstance(p := given.pop(), n.Num):
         return bare
     typed = checked(bare, target)
-    split = next((s for s in _splits(bare.kernel(kernel_name), typed, target)
+    split = next((s for s in splits(bare.kernel(kernel_name), typed, target)
                   if all(s[r] == p.value for r in producers(kernel))), None)  # fmt: skip
     if split is None:
         return bare

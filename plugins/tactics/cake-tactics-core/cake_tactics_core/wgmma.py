@@ -255,7 +255,7 @@ class Wgmma:
         return with_kernel(module, kernel_name, rewritten)
 
 
-def _warps(role: n.Role) -> n.Expr:
+def warp_count(role: n.Role) -> n.Expr:
     """The role's warp count, as written: ``WM * WN`` for ``warps 4..4 + WM * WN``."""
     start, stop = role.warp_start, role.warp_stop
     if isinstance(stop, n.Bin) and stop.op == "+" and stop.left == start:
@@ -323,7 +323,7 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
                 layout = st.layout
                 if layout is not None and layout.name != "rows":
                     layout = n.Layout(LAYOUTS[layout.name])
-                shape = (_swap(st.shape[0], m, rows), *st.shape[1:]) if st.name in per_row else st.shape
+                shape = (swap(st.shape[0], m, rows), *st.shape[1:]) if st.name in per_row else st.shape
                 out.append(attrs.evolve(st, shape=shape, layout=layout))
             elif isinstance(st, n.For):
                 out.append(attrs.evolve(st, body=body(st.body)))
@@ -339,7 +339,7 @@ def _rewrite(kernel: n.Kernel, site: _Site) -> n.Kernel:
     roles = tuple(new_role if r is role else r for r in kernel.roles)
     consts = (
         *kernel.consts,
-        n.Const(wg, n.Bin("/", _warps(role), n.Num(4))),
+        n.Const(wg, n.Bin("/", warp_count(role), n.Num(4))),
         n.Const(rows_name, n.Bin("/", m, n.Name(wg))),
     )
     used = {x for rr in roles for st in n.walk_stmts(rr.body) if isinstance(st, n.Op) for x in _named(st)}
@@ -362,16 +362,16 @@ def _mentions(e: n.Expr, m: n.Expr) -> bool:
     return any(x == m for x in n.walk_expr(e))
 
 
-def _swap(e: n.Expr, m: n.Expr, rows: n.Expr) -> n.Expr:
+def swap(e: n.Expr, m: n.Expr, rows: n.Expr) -> n.Expr:
     """``e`` with every occurrence of the expression ``m`` replaced by ``rows``."""
     if e == m:
         return rows
     if isinstance(e, n.Bin):
-        return attrs.evolve(e, left=_swap(e.left, m, rows), right=_swap(e.right, m, rows))
+        return attrs.evolve(e, left=swap(e.left, m, rows), right=swap(e.right, m, rows))
     if isinstance(e, n.Call):
-        return attrs.evolve(e, args=tuple(_swap(x, m, rows) for x in e.args))
+        return attrs.evolve(e, args=tuple(swap(x, m, rows) for x in e.args))
     if isinstance(e, n.Unary):
-        return attrs.evolve(e, operand=_swap(e.operand, m, rows))
+        return attrs.evolve(e, operand=swap(e.operand, m, rows))
     return e
 
 
