@@ -5,18 +5,23 @@ writes it).
 The construct counts the role's acquires and its waits apart (``cring#p``, ``cring#n``); a stage name holds
 the side of the operation that bound it; the pipe rules take an access's side from the access (a copy is
 the producer's); the interpreter orders the instance's threads by an arrival of all of them followed by
-their wait, and by nothing less: a read after the release still races with the refill.
+their wait, and by nothing less: a read after the release still races with the refill. On the H200
+(``gpu``), the one-role form computes the oracle's answer on ragged shapes in both element types.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cake_core import plugins
+import pytest
+
+from cake_core import pipeline, plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.pipes import CONSUMER, PRODUCER, counter, holders
 from cake_core.ir.printer import expr
+from cake_core.loop.benchmark import bench_candidate
+from cake_core.runtime.plan import Timing
 from cake_core.verify.interp_gate import run_gate
 from cake_core.verify.runner import check_registered, verify_source
 
@@ -111,3 +116,16 @@ def test_a_read_after_the_release_still_races_with_the_refill() -> None:
     assert "CR125" in _errors(late)  # the acquire's one-thread arrival follows every thread's reads
     gate = _gate(late)
     assert "CS003" in {d.code for d in gate.diagnostics}, [str(d) for d in gate.diagnostics]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "dtype"), [({"B": 2, "N": 300, "K": 37, "D": 64}, "bf16"),
+                                              ({"B": 3, "N": 1000, "K": 300, "D": 128}, "f16"),
+                                              ({"B": 1, "N": 129, "K": 1031, "D": 256}, "bf16")])  # fmt: skip
+def test_one_role_is_right_on_the_gpu(gpu_runner: object, shape: dict[str, int], dtype: str) -> None:
+    """Fresh random inputs, outputs poisoned before the run, the problem's oracle (``bench_candidate``)."""
+    reg = plugins.registry()
+    cand = pipeline.Candidate(pipeline.load_text(_text(), "one_role.cake"), _h200())
+    m = bench_candidate(cand, reg.get("problems", "kmeans-assign"), shape, dtype, gpu_runner, impl="cake:one_role",
+                        commit="test", timing=Timing(warmup=1, reps=3))  # fmt: skip
+    assert (m.status, m.correct) == ("ok", True), (m.error, m.oracle)
