@@ -12,6 +12,7 @@ the producer takes too).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Tactic
 from cake_core.problems.problem import outputs_of
+from cake_core.runtime.device import requires_gpu
 from cake_core.semantics import run_program
 from cake_core.verify.interp_gate import interp_checked, type_variables
 
@@ -194,3 +196,44 @@ def test_refused_on_barriers_the_other_role_takes_elsewhere() -> None:
     assert sites(module.kernel("topk")) == []
     module = _read(HERE / "t2_knn_wgmma.cake", **{"oob=skip\n      bar.sync\n": "oob=skip\n"})
     assert sites(module.kernel("topk")) == []
+
+
+# --- on the GPU (the lead's H200 run; skipped cleanly without a driver) ---
+
+GPU_CELLS = [  # one to four centroid tiles, ragged rows, every D
+    ({"B": 2, "N": 300, "K": 37, "D": 64}, "bf16"),
+    ({"B": 1, "N": 1000, "K": 130, "D": 128}, "f16"),
+    ({"B": 1, "N": 129, "K": 300, "D": 128}, "bf16"),
+    ({"B": 3, "N": 200, "K": 512, "D": 256}, "bf16"),
+]
+
+
+@pytest.fixture(scope="module")
+def h200_runner() -> Iterator[object]:
+    from cake_core.runtime.device import driver_status
+    from cake_core.runtime.worker import GpuRunner
+
+    ok, reason = driver_status()
+    if not ok:
+        pytest.skip(f"no NVIDIA driver here: {reason}")
+    with GpuRunner() as runner:
+        name = runner.device_info().name
+        if "H200" not in name and "H100" not in name:
+            pytest.skip(f"the outputs are compiled for h200; this GPU is {name}")
+        yield runner
+
+
+@requires_gpu
+@pytest.mark.parametrize("schedule", [HERE / "kmeans_assign_w3.cake", KMEANS / "hopper.cake"], ids=["w3", "hopper"])
+def test_kmeans_outputs_pass_the_oracle_on_the_gpu(schedule: Path, h200_runner: object) -> None:
+    """Fresh random inputs, outputs poisoned, checked by the oracle before and after (``bench_candidate``)."""
+    from cake_core.loop.benchmark import bench_candidate
+
+    tactic, target = _tactic()
+    module = _read(schedule)
+    out = tactic.apply(module, target, tactic.applications(module, target)[0])
+    cand = pipeline.Candidate(pipeline.load_text(print_module(out), "overlap.cake"), target)
+    problem = plugins.registry().get("problems", "kmeans-assign")
+    for seed, (shape, dtype) in enumerate(GPU_CELLS):
+        m = bench_candidate(cand, problem, shape, dtype, h200_runner, impl="overlap", timing=None, seed=seed)
+        assert m.status == "ok" and m.correct, (shape, m.status, m.error, m.oracle)
