@@ -79,5 +79,5 @@ def _parent(row: sqlite3.Row) -> Parent:
 
 def test_the_agent_registers_through_its_entry_point(registry) -> None:
     reg = registry.registration("agents", "search")
-    assert (reg.plugin.name, reg.plugin.distribution, reg.plugin.version) == ("search", "cake-agent-search", "0.2.0")
+    assert (reg.plugin.name, reg.plugin.distribution, reg.plugin.version) == ("search", "cake-agent-search", "0.3.0")
     assert reg.obj.tactics is None  # it draws from the registered tactics
