@@ -32,7 +32,7 @@ from cake_core.ir.primitive import (
     Access, AttrSpec, BarrierAction, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive,
     Signature, Slot, TypedOp, numel, static_shape,
 )  # fmt: skip
-from cake_core.primitives._common import mma_operands, shape_text
+from cake_core.primitives.authoring import mma_operands, shape_text
 
 from cake_blackwell import descriptors as dsc
 from cake_blackwell.tmem import LANES, TCGEN05, TMEM, TMEM_FEATURE, column_offset

@@ -22,7 +22,7 @@ from cake_core.ir.primitive import (
     static_shape,
 )  # fmt: skip
 from cake_core.ir.types import DType
-from cake_core.primitives._common import shape_text
+from cake_core.primitives.authoring import shape_text
 from cake_core.target import Feature
 
 TMEM = Kind("tmem")
