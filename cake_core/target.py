@@ -34,8 +34,6 @@ class Feature(OpenName):
     CLUSTERS: ClassVar[Feature]
     WGMMA: ClassVar[Feature]
     SETMAXNREG: ClassVar[Feature]
-    TCGEN05: ClassVar[Feature]
-    TMEM: ClassVar[Feature]
     FP8: ClassVar[Feature]
 
 
@@ -48,8 +46,6 @@ Feature.MBARRIER_TX = Feature("mbarrier.tx")
 Feature.CLUSTERS = Feature("clusters")
 Feature.WGMMA = Feature("wgmma")
 Feature.SETMAXNREG = Feature("setmaxnreg")
-Feature.TCGEN05 = Feature("tcgen05")
-Feature.TMEM = Feature("tmem")
 Feature.FP8 = Feature("fp8")
 
 

@@ -43,6 +43,8 @@ def _declared(kernel: n.Kernel) -> list[str]:
         add(b.name)
     for p in kernel.pipes:
         add(p.name)
+    for m in kernel.mems:
+        add(m.name)
     for r in kernel.roles:
         add(r.name)
         for s in n.walk_stmts(r.body):

@@ -59,6 +59,21 @@ class BarrierInfo:
 
 
 @attrs.define
+class MemInfo:
+    """A region of a plugin's memory tier under the specialization (``tmem acc: f32[2][128, 128]``):
+    its element type, extents and stages, and where in shared memory its *handle* lives: a 32-bit word
+    the primitive that allocates the region leaves what the hardware returns in (a tensor-memory
+    address), for the tier's other primitives to read."""
+
+    decl: n.Mem
+    tier: str
+    dtype: DType
+    stages: int | None
+    shape: tuple[int, ...]
+    handle: int  # byte offset of the handle word in the kernel's shared memory
+
+
+@attrs.define
 class RegInfo:
     """A register tile under the specialization: element type, extents, its layout, and its role."""
 
@@ -150,6 +165,7 @@ class KernelModel:
     diagnostics: list[Diagnostic]
     smem_align: int = 16  # alignment of the shared-memory base the kernel establishes at run time
     pipes: dict[str, PipeInfo] = attrs.field(factory=dict)
+    mems: dict[str, MemInfo] = attrs.field(factory=dict)  # regions of plugin memory tiers
 
     @property
     def threads(self) -> int:

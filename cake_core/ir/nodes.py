@@ -183,6 +183,22 @@ class Smem:
 
 
 @attrs.frozen
+class Mem:
+    """A region of a memory tier a plugin declares: ``tmem acc: f32[2][128, 128]``.
+
+    The keyword is the tier's name (:class:`cake_core.ir.primitive.Tier`, registered through
+    ``cake_register_tiers``): the grammar parses every such declaration alike, and the tier's
+    primitives give it meaning. ``stages`` makes a ring of regions, as for a shared buffer."""
+
+    tier: str
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    stages: Expr | None = None
+    loc: Loc = _loc()
+
+
+@attrs.frozen
 class Barrier:
     """An mbarrier, or a ring of them: ``barrier full: mbarrier[4] count 1``."""
 
@@ -330,6 +346,7 @@ class Kernel:
     roles: tuple[Role, ...] = _tup()
     loc: Loc = _loc()
     pipes: tuple[Pipe, ...] = _tup()
+    mems: tuple[Mem, ...] = _tup()  # regions of plugin memory tiers (``tmem acc: f32[128, 128]``)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

@@ -16,6 +16,7 @@ from cake_core.diagnostics.diagnostic import DiagnosticError
 from cake_core.errors import CakeUserError
 from cake_core.ir import nodes as n
 from cake_core.ir.lexer import DEDENT, EOF, INDENT, NEWLINE, describe, scan
+from cake_core.ir.swizzle import SWIZZLES
 from cake_core.location import Loc
 
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
@@ -219,6 +220,7 @@ class Parser:
         barriers: list[n.Barrier] = []
         pipes: list[n.Pipe] = []
         roles: list[n.Role] = []
+        mems: list[n.Mem] = []
         toks = self.toks
         while toks[self.i] != DEDENT:
             s = self.i
@@ -287,10 +289,14 @@ class Parser:
                 self.newline("after the pipe")
             elif key == "role":
                 roles.append(self.role())
+            elif key[0] in _NAME_START and key not in KEYWORDS and "." not in key and toks[s + 2] == ":":
+                mems.append(self.mem(s))
+                self.newline("after the declaration")
             else:
                 raise self.error(
                     f"expected a kernel item (`domain`, `const`, `grid`, `cta`, `smem`, `barrier`, "
-                    f"`pipe`, `role`), found {self.what()}"
+                    f"`pipe`, `role`, or a plugin tier's declaration such as `tmem acc: f32[128, 128]`), "
+                    f"found {self.what()}"
                 )
         self.i += 1
         if grid is None:
@@ -301,7 +307,7 @@ class Parser:
             raise DiagnosticError([SYNTAX.at(self.loc(start), f"kernel `{name}` has no `role`")])
         return n.Kernel(
             name, params, tuple(domain), tuple(consts), grid, cta, tuple(smem), tuple(barriers),
-            tuple(roles), loc=self.loc(start), pipes=tuple(pipes),
+            tuple(roles), loc=self.loc(start), pipes=tuple(pipes), mems=tuple(mems),
         )  # fmt: skip
 
     def pipe(self, start: int) -> n.Pipe:
@@ -322,8 +328,16 @@ class Parser:
             out.append(self.ident(what))
         return tuple(out)
 
-    def smem(self, start: int) -> n.Smem:
-        name = self.ident("a buffer name")
+    def mem(self, start: int) -> n.Mem:
+        """``tmem acc: f32[2][128, 128]``: a region of the plugin tier the first word names. Parsed
+        alike for every tier; whether the tier exists is the type checker's question."""
+        tier = self.ident("a memory tier")
+        name, dtype, stages, shape = self.staged_decl("a region name")
+        return n.Mem(tier, name, dtype, shape, stages, loc=self.span(start))
+
+    def staged_decl(self, what: str) -> tuple[str, str, n.Expr | None, tuple[n.Expr, ...]]:
+        """``NAME: DTYPE[stages][extents]`` or ``NAME: DTYPE[extents]``: name, dtype, stages, extents."""
+        name = self.ident(what)
         self.expect(":")
         dtype = self.ident("an element type")
         self.expect("[")
@@ -336,12 +350,17 @@ class Parser:
             shape = self.expr_list("]")
         else:
             shape = first
+        return name, dtype, stages, shape
+
+    def smem(self, start: int) -> n.Smem:
+        name, dtype, stages, shape = self.staged_decl("a buffer name")
         swizzle = pad = align = None
         while True:
             if self.accept("swizzle"):
                 t = self.toks[self.i]
-                if t not in ("32B", "64B", "128B"):
-                    raise self.error(f"expected `32B`, `64B` or `128B` after `swizzle`, found {describe(t)}")
+                if t not in SWIZZLES:
+                    modes = ", ".join(f"`{m}`" for m in SWIZZLES)
+                    raise self.error(f"expected a swizzle mode ({modes}) after `swizzle`, found {describe(t)}")
                 swizzle = t
                 self.i += 1
             elif self.accept("pad"):

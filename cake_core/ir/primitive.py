@@ -304,6 +304,10 @@ class LowerContext(Protocol):
 
     def barrier_addr(self, o: Operand) -> str: ...  # shared address (u32) of a barrier stage
 
+    def handle_addr(self, o: Operand) -> str: ...  # shared address (u32) of a plugin tier region's handle
+
+    def handle(self, o: Operand) -> str: ...  # the value of that handle (what its allocation left)
+
     def sync_instance(self) -> str: ...  # C++ that synchronizes the role instance's threads
 
 
@@ -341,6 +345,17 @@ class Primitive:
     # ``TypedOp.attr`` like written ones
     derives: ClassVar[tuple[str, ...]] = ()
     doc: ClassVar[str] = ""
+    # Declared traits verifier rules and the interpreter read (never guessed from a name or a feature):
+    # every execution is issued by one whole warpgroup (four consecutive warps from a multiple of four)
+    warpgroup: ClassVar[bool] = False
+    # one asynchronous unit performs each execution for the whole role instance (a warpgroup's wgmma, an
+    # MMA one thread issues): its asynchronous accesses keep their own epoch, which the issuer acquires
+    # at its group wait (warpgroup-wide primitives are collective too)
+    collective: ClassVar[bool] = False
+    # an operand-less fence ordering the thread's generic-proxy shared writes before its async-proxy accesses
+    proxy_fence: ClassVar[bool] = False
+    # its generic-proxy shared-memory accesses compute a swizzled buffer's addresses themselves
+    swizzle_aware: ClassVar[bool] = False
 
     def features(self, op: TypedOp) -> frozenset[Feature]:
         """Target features this operation needs (may depend on operand types)."""
@@ -362,6 +377,10 @@ class Primitive:
         """Type rule beyond the signature: shapes and dtypes that must agree."""
         return ()
 
+    def prepare(self, op: TypedOp, ctx: LowerContext) -> None:
+        """Before the kernel is emitted: create what the operation needs from outside the kernel body
+        (a TMA tensor map, which becomes a kernel parameter). Nothing by default."""
+
     def binds(self, op: TypedOp) -> tuple[Bind, ...]:
         """What the operation assigns after it has run (see :class:`Bind`); none by default."""
         return ()
@@ -378,10 +397,10 @@ class Primitive:
         return CostTerms()
 
 
-def is_warpgroup_wide(prim: Primitive, features: frozenset[Feature]) -> bool:
+def is_warpgroup_wide(prim: Primitive, features: frozenset[Feature] = frozenset()) -> bool:
     """Whether one execution of the operation is issued by a whole warpgroup: its primitive declares
-    ``warpgroup = True``, or it needs the ``wgmma`` feature."""
-    return getattr(type(prim), "warpgroup", False) is True or Feature.WGMMA in features
+    ``warpgroup = True`` (``features`` is not consulted; kept so callers need not change)."""
+    return prim.warpgroup is True
 
 
 def masked(op: TypedOp, key: str = "oob") -> bool:

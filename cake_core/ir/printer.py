@@ -145,6 +145,9 @@ def kernel(k: n.Kernel) -> list[str]:
     for b in k.barriers:
         stages = f"[{expr(b.stages)}]" if b.stages is not None else ""
         out.append(f"{pad}barrier {b.name}: {b.kind}{stages} count {expr(b.count)}")
+    for m in k.mems:
+        stages = f"[{expr(m.stages)}]" if m.stages is not None else ""
+        out.append(f"{pad}{m.tier} {m.name}: {m.dtype}{stages}[{_list(m.shape)}]")
     for p in k.pipes:
         out.append(f"{pad}pipe {p.name}: {', '.join(p.producers)} -> {', '.join(p.consumers)} of {', '.join(p.buffers)}")
     for r in k.roles:

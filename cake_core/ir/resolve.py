@@ -73,6 +73,7 @@ class Resolver:
         self.tensors.update({b.name: b for b in kernel.barriers})
         self.tensors.update({p.name: p for p in kernel.pipes})
         self.tensors.update({b.name: b for b in pipes.barrier_decls(kernel)})
+        self.tensors.update({m.name: m for m in kernel.mems})
         self.owner = pipes.owner(kernel)  # the pipe of each buffer a pipe names
         self.role_name = ""
         self.handles: dict[str, str] = {}  # stage names bound in the role: name -> pipe
@@ -316,6 +317,8 @@ class Resolver:
             kind, staged, rank = Kind.SHARED, self.rings[decl.name], len(decl.shape)
         elif dt is n.Param:
             kind, staged, rank = Kind.GLOBAL, False, len(decl.shape)
+        elif dt is n.Mem:  # a region of a plugin's tier: its kind is the tier's name
+            kind, staged, rank = Kind(decl.tier), decl.stages is not None, len(decl.shape)
         elif dt is n.Barrier:
             kind, staged, rank = Kind.BARRIER, decl.stages is not None, 0
         elif dt is n.Pipe:

@@ -25,15 +25,16 @@ from cake_core.ir import pipes
 from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, fitting_per, resolve
 from cake_core.ir.model import (
-    BarrierInfo, CheckedModule, KernelModel, PipeInfo, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl,
+    BarrierInfo, CheckedModule, KernelModel, MemInfo, PipeInfo, RegInfo, RoleInfo, SmemInfo, Spec, TypedOpImpl,
 )  # fmt: skip
 from cake_core.ir.primitive import Kind, Operand, Primitive
 from cake_core.ir.program import bind_program
 from cake_core.ir.resolve import OperandPlan, Resolver, check_declaration, name_errors, names_clean, names_in
+from cake_core.ir.swizzle import SWIZZLES
 from cake_core.ir.types import DTYPE_BY_NAME, DTYPE_NAMES, DType
 from cake_core.location import Loc
 
-SWIZZLE_ALIGN = {None: 16, "32B": 256, "64B": 512, "128B": 1024}
+SWIZZLE_ALIGN = {None: 16, **{k: s.pattern_bytes for k, s in SWIZZLES.items()}}
 # names a kernel may use whose values come from the target: SMS is its multiprocessor count
 TARGET_CONSTANTS = ("SMS",)
 #: a resolved step (:data:`cake_core.ir.resolve.Step`) with its method looked up: ``(KernelChecker.op, arg)``
@@ -211,6 +212,8 @@ class KernelChecker:
             count = self.const(b.count, f"the arrival count of `{b.name}`")
             barriers[b.name] = BarrierInfo(b, stages, 1 if count is None else count, offset)
             offset += 8 * (stages or 1)
+        mems = self.mems(k, declare, offset)
+        offset += 4 * len(mems)
         slack = base_align - 16 if offset else 0
 
         roles = []
@@ -233,7 +236,7 @@ class KernelChecker:
 
         self.model = KernelModel(
             k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
-            smem, barriers, offset + slack, {}, [], {}, self.diags, base_align, pipe_infos,
+            smem, barriers, offset + slack, {}, [], {}, self.diags, base_align, pipe_infos, mems,
         )  # fmt: skip
         # the role bodies' name resolution reads only names of the specialization, never its values:
         # specializations that agree on these share one resolution (see :class:`~cake_core.ir.resolve.Resolver`)
@@ -255,6 +258,24 @@ class KernelChecker:
             if k.pipes:
                 self.diags += pipes.derive_bytes(info.role.body, self.model.by_op)
         return self.model
+
+    def mems(self, k: n.Kernel, declare: Callable[[str, Loc, str], None], offset: int) -> dict[str, MemInfo]:
+        """The regions of plugin memory tiers, each with a handle word in shared memory from ``offset``.
+        A tier is known when a loaded primitive's slot takes it."""
+        tiers = {kind for p in self.prims.values() for sl in p.signature.outs + p.signature.ins for kind in sl.kinds}
+        out: dict[str, MemInfo] = {}
+        for m in k.mems:
+            declare(m.name, m.loc, "region")
+            if Kind(m.tier) not in tiers:
+                self.err(codes.UNKNOWN_NAME, m.loc, f"`{m.tier}` is not a memory tier any loaded primitive takes",
+                         help="install the plugin that declares it (`cake plugins` lists the loaded ones)")
+                continue
+            dtype = self.dtype_of(m.dtype, m.loc)
+            shape = tuple([self.const(e, f"the shape of `{m.name}`", m.loc) or 1 for e in m.shape])
+            stages = self.const(m.stages, f"the stage count of `{m.name}`") if m.stages is not None else None
+            if dtype is not None:
+                out[m.name] = MemInfo(m, m.tier, dtype, stages, shape, offset + 4 * len(out))
+        return out
 
     def pipes(self, smem: dict[str, SmemInfo], roles: list[RoleInfo]) -> dict[str, PipeInfo]:
         """Each pipe under this specialization, after checking what its derivation assumes."""
@@ -370,6 +391,9 @@ class KernelChecker:
             dtype, extents = info_r.dtype, info_r.shape
         elif kind is Kind.GLOBAL:
             dtype, extents = self.model.dtype(p.decl.dtype), p.decl.shape
+        elif p.name in self.model.mems:  # a region of a plugin's tier
+            info = self.model.mems[p.name]  # type: ignore[assignment]
+            dtype, extents = info.dtype, info.shape
         else:
             dtype, extents = None, ()
         dims = p.dims

@@ -20,6 +20,7 @@ from cake_core.ir.exprs import to_c, try_int
 from cake_core.ir.primitive import Kind, NotLowerable, Operand
 from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.ir.sema import TARGET_CONSTANTS
+from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.target import Target
@@ -237,6 +238,16 @@ class KernelLowering:
         stage = f" + ({self.c(o.stage)}) * 8" if o.stage is not None else ""
         return f"(cake_smem_base + {info.offset}u{stage})"
 
+    def handle_addr(self, o: Operand) -> str:
+        """Shared address (u32) of the handle word of a plugin tier's region (:class:`~cake_core.ir.model.MemInfo`)."""
+        info = self.model.mems[o.name]  # type: ignore[index]
+        return f"(cake_smem_base + {info.handle}u)"
+
+    def handle(self, o: Operand) -> str:
+        """C++ that reads the handle word of a plugin tier's region (what its allocation left there)."""
+        info = self.model.mems[o.name]  # type: ignore[index]
+        return f"(*(volatile unsigned*)(cake_smem + {info.handle}))"
+
     def panel_bytes(self, o: Operand) -> int:
         """Bytes between the 128-byte swizzle panels of a K-major shared buffer."""
         info = self.model.smem[o.name]  # type: ignore[index]
@@ -256,7 +267,7 @@ class KernelLowering:
         swz = info.swizzle or "none"
         inner = shape[-1]
         if swz != "none":
-            width = {"32B": 32, "64B": 64, "128B": 128}[swz] // dtype.bytes
+            width = SWIZZLE_BYTES[swz] // dtype.bytes
             if inner % width:
                 raise NotLowerable(f"a {swz}-swizzled tile's rows ({inner} elements) must be whole panels of {width}")
             panels, box0 = inner // width, width
@@ -308,9 +319,7 @@ class KernelLowering:
             params.append(f"{const}{storage(m.param_dtype(p))}* __restrict__ {c_name(p.name)}")
         params += [f"int {c_name(s)}" for s in m.runtime_sizes]
         for typed in m.ops:
-            prepare = getattr(typed.prim, "prepare", None)
-            if prepare is not None:
-                prepare(typed, self)
+            typed.prim.prepare(typed, self)
         if self.tensor_maps:
             self.helper("tmap", "struct alignas(64) cake_tmap { unsigned long long v[16]; };")
         params += [f"const __grid_constant__ cake_tmap {t.name}" for t in self.tensor_maps.values()]
@@ -334,7 +343,7 @@ class KernelLowering:
             for d in range(len(p.shape) - 1):
                 stride = " * ".join(f"(long long)({self.c(e)})" for e in p.shape[d + 1 :])
                 self.line(f"[[maybe_unused]] const long long cake_{c_name(p.name)}_s{d} = {stride};")
-        if m.smem or m.barriers:
+        if m.smem or m.barriers or m.mems:
             self.line("extern __shared__ __align__(16) unsigned char cake_smem_raw[];")
             if m.smem_align > 16:
                 # offset the __shared__ array itself, so the compiler keeps every buffer in shared space
@@ -346,9 +355,10 @@ class KernelLowering:
         for name, info in m.smem.items():
             self.line(f"{storage(info.dtype)}* {c_name(name)} = ({storage(info.dtype)}*)(cake_smem + {info.offset});")
         self.line("const int cake_tid = threadIdx.x;")
+        if m.barriers or m.mems:
+            self.line("const unsigned cake_smem_base = cake_smem_addr(cake_smem);")
         if m.barriers:
             # barrier addresses and initial counts are derived from the declarations
-            self.line("const unsigned cake_smem_base = cake_smem_addr(cake_smem);")
             self.line("if (cake_tid == 0) {")
             for name, b in m.barriers.items():
                 for st in range(b.stages or 1):

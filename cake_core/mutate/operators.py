@@ -68,7 +68,7 @@ def _actions(op: n.Op, primitives: Mapping[str, Primitive]) -> frozenset[Barrier
 def _is_fence(op: n.Op, primitives: Mapping[str, Primitive]) -> bool:
     """A fence: a primitive that declares itself one (``proxy_fence``), or of the ``fence`` family."""
     prim = primitives.get(op.name)
-    return bool(getattr(prim, "proxy_fence", False)) or op.name.split(".")[0] == "fence"
+    return (prim is not None and prim.proxy_fence) or op.name.split(".")[0] == "fence"
 
 
 def _staged(kernel: n.Kernel) -> dict[str, n.Expr]:

@@ -38,5 +38,29 @@ def same_dtype(op: TypedOp, a: Operand, b: Operand) -> Iterator[Diagnostic]:
         )  # fmt: skip
 
 
+def mma_operands(op: TypedOp, acc: Operand, a: Operand, b: Operand) -> Iterator[Diagnostic]:
+    """The type rule of a tensor-core MMA ``acc (+)= a @ b^T`` from shared memory: ``b`` written
+    transposed (stored [N, K]), ``a`` and ``b`` bf16 or f16 alike, an f32 accumulator, and shapes
+    [M, K] by [N, K] giving [M, N] with K a multiple of 16."""
+    from cake_core.ir.types import DType
+
+    name = op.op.name
+    if not b.transpose:
+        yield codes.TYPES.at(b.expr.loc, f"`{name}` multiplies by the transpose of `b` (stored [N, K])",
+                             help=f"write `{b.name}^T`")  # fmt: skip
+    yield from same_dtype(op, a, b)
+    if a.dtype not in (DType.BF16, DType.F16):
+        yield codes.TYPES.at(op.op.loc, f"`{name}` here multiplies bf16 or f16, not `{a.dtype}`")
+    if acc.dtype is not DType.F32:
+        yield codes.TYPES.at(acc.expr.loc, f"`{name}` accumulates in f32")
+    sa, sb, sc = static_shape(a), static_shape(b), static_shape(acc)
+    if sa and sb and sc:
+        if len(sa) != 2 or len(sb) != 2 or sa[0] != sc[0] or sb[0] != sc[1] or sa[1] != sb[1] or sa[1] % 16:
+            yield codes.TYPES.at(
+                op.op.loc, f"`{name}` of {shape_text(sa)} by {shape_text(sb)}^T does not give {shape_text(sc)} "
+                "(k a multiple of 16)", label="shape mismatch",
+            )  # fmt: skip
+
+
 def rows_of(shape: tuple) -> int | None:
     return shape[0] if shape and isinstance(shape[0], int) else None

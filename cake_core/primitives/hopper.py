@@ -20,11 +20,11 @@ from cake_core.ir.primitive import (
     Access, AttrSpec, BarrierAction, CheckContext, CostTerms, Effect, ExecContext, Kind, NotLowerable,
     Primitive, Signature, Slot, TypedOp, numel, static_shape,
 )  # fmt: skip
+from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
-from cake_core.primitives._common import need_static, same_dtype, shape_text
+from cake_core.primitives._common import mma_operands, need_static, same_dtype, shape_text
 from cake_core.target import Feature
 
-SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 
 
 def _tile_bytes(o) -> int:
@@ -199,6 +199,7 @@ class Wgmma(Primitive):
         "block of the accumulator. `accumulate=0` starts from zero. The operands are read through the "
         "async proxy until a `wgmma.wait` retires the group."
     )
+    warpgroup = True  # issued by one whole warpgroup
     requires = frozenset({Feature.WGMMA})
     group = "wgmma"
     signature = Signature(
@@ -214,21 +215,7 @@ class Wgmma(Primitive):
         acc, a, b = op.outs[0], op.ins[0], op.ins[1]
         if acc.layout is None or acc.layout.name != "wgmma_acc":
             yield codes.TYPES.at(acc.expr.loc, "`wgmma` accumulates into a `wgmma_acc` register tile")
-        if not b.transpose:
-            yield codes.TYPES.at(b.expr.loc, "`wgmma` multiplies by the transpose of `b` (stored [N, K])",
-                                 help=f"write `{b.name}^T`")  # fmt: skip
-        yield from same_dtype(op, a, b)
-        if a.dtype not in (DType.BF16, DType.F16):
-            yield codes.TYPES.at(op.op.loc, f"`wgmma` here multiplies bf16 or f16, not `{a.dtype}`")
-        if acc.dtype is not DType.F32:
-            yield codes.TYPES.at(acc.expr.loc, "`wgmma` accumulates in f32")
-        sa, sb, sc = static_shape(a), static_shape(b), static_shape(acc)
-        if sa and sb and sc:
-            if len(sa) != 2 or len(sb) != 2 or sa[0] != sc[0] or sb[0] != sc[1] or sa[1] != sb[1] or sa[1] % 16:
-                yield codes.TYPES.at(
-                    op.op.loc, f"`wgmma` of {shape_text(sa)} by {shape_text(sb)}^T does not give {shape_text(sc)} "
-                    "(k a multiple of 16)", label="shape mismatch",
-                )  # fmt: skip
+        yield from mma_operands(op, acc, a, b)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         import numpy as np
@@ -308,6 +295,7 @@ def _panel_origin(ctx, o, view) -> str:
 class WgmmaCommit(Primitive):
     name = "wgmma.commit"
     summary = "close this warpgroup's open group of wgmma operations"
+    warpgroup = True  # issued by one whole warpgroup
     requires = frozenset({Feature.WGMMA})
     group_commit = "wgmma"
     signature = Signature()
@@ -327,6 +315,7 @@ class WgmmaWait(Primitive):
         "from touching them earlier. Without operands, every accumulator of the role is (write "
         "`pending=0` then). Accumulators of groups still in flight must not be named."
     )
+    warpgroup = True  # issued by one whole warpgroup
     requires = frozenset({Feature.WGMMA})
     group_wait = "wgmma"
     signature = Signature(

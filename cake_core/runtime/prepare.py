@@ -21,6 +21,7 @@ import attrs
 import numpy as np
 
 from cake_core.hostdata import encode, storage_dtype
+from cake_core.ir.swizzle import SWIZZLE_BYTES as SWIZZLE_WIDTHS
 from cake_core.ir.types import DTYPE_NAMES, DType
 from cake_core.runtime.plan import Plan, ScalarArg, TensorArg, TensorMapArg, TensorSpec, Timing
 
@@ -60,7 +61,7 @@ _INT_RANGES = {
 }
 
 #: The swizzle span in bytes of each TensorMapArg swizzle mode (the inner box may not exceed it).
-SWIZZLE_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
+SWIZZLE_BYTES = {"none": None, **SWIZZLE_WIDTHS}
 L2_PROMOTIONS = (0, 64, 128, 256)
 
 _BIT_PATTERN_STORAGE = {

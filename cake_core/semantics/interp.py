@@ -25,8 +25,8 @@ between CTAs.
 grid variables, runtime sizes, constants, loop variables and ``let`` values are plain integers
 (expressions compiled once, :func:`cake_core.ir.exprs.compile_expr`). Register tiles are
 per-instance arrays of their declared shape, poisoned at each execution of their declaration; shared
-buffers are per-CTA arrays; global tensors are the host arrays. Values are rounded to the element
-type whenever they are stored.
+buffers and the regions of plugin tiers (``tmem acc: f32[128, 128]``) are per-CTA arrays; global
+tensors are the host arrays. Values are rounded to the element type whenever they are stored.
 
 **Operations.** An operation's primitive says what it does through its declared effects; the
 interpreter never looks at primitive names. Per execution, in order:
@@ -89,8 +89,8 @@ Where this differs from a GPU
   (CS003 names the threads). The elected thread's own accesses since the barrier are left out too:
   no operation says which thread is elected, and no primitive accesses memory from one thread alone
   but asynchronous copies (their own components).
-* A *collective* asynchronous operation (warpgroup-wide: a primitive declaring ``warpgroup = True``
-  or needing the ``wgmma`` feature) is one unit's for all the issuing threads: when it lands at the
+* A *collective* asynchronous operation (a primitive declaring ``collective`` or ``warpgroup = True``)
+  is one unit's for all the issuing threads: when it lands at the
   group wait every thread has waited for it, so its accesses keep their own epoch, which the
   instance acquires there; a per-thread asynchronous operation (``cp.async``) lands as the issuing
   threads' own accesses, which reach the instance's other threads after a CTA barrier.
@@ -356,6 +356,10 @@ class Interpreter:
             name: Store.poisoned(name, Kind.SHARED, info.dtype, info.shape, info.stages)
             for name, info in model.smem.items()
         }
+        for name, mem in model.mems.items():  # regions of plugin tiers: per-CTA arrays, race-tracked
+            store = Store.poisoned(name, Kind(mem.tier), mem.dtype, mem.shape, mem.stages)
+            store.tracked = True
+            shared[name] = store
         barriers = {
             name: [BarState(name, s if info.stages is not None else None, info.count) for s in range(info.stages or 1)]
             for name, info in model.barriers.items()
@@ -421,10 +425,11 @@ class Interpreter:
         return info
 
     def collective(self, info: OpInfo) -> bool:
-        """Whether one unit executes the operation for all the issuing threads (warpgroup-wide)."""
+        """Whether one unit executes the operation for all the issuing threads: a primitive that declares
+        ``collective`` or ``warpgroup``."""
         found = self.collectives.get(id(info.typed))
         if found is None:
-            found = self.collectives[id(info.typed)] = is_warpgroup_wide(info.prim, info.prim.features(info.typed))
+            found = self.collectives[id(info.typed)] = info.prim.collective or is_warpgroup_wide(info.prim)
         return found
 
     # -- one operation ------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from cake_core.semantics.scheduler import InterpInstance
 if TYPE_CHECKING:
     from cake_core.semantics.interp import Interpreter
 
-#: the kinds of memory a tile operand lives in
+#: the core's kinds of memory a tile operand lives in (a plugin tier's region, ``n.Mem``, is one too)
 TILES = (Kind.GLOBAL, Kind.SHARED, Kind.REGISTERS)
 #: evaluates an expression for an instance where an operation (or statement) runs
 Eval = Callable[[InterpInstance, n.Expr, Any], Any]
@@ -56,7 +56,7 @@ class OpInfo:
     def of(cls, typed: TypedOpImpl) -> OpInfo:
         prim = typed.prim
         effects = tuple(prim.effects(typed))
-        tiles = tuple(e for e in effects if e.tier in TILES)
+        tiles = tuple(e for e in effects if e.tier in TILES or type(e.operand.decl) is n.Mem)
         bars = [e for e in effects if e.tier is Kind.BARRIER and e.barrier is not None]
         return cls(
             typed, prim, effects, {e.operand.slot.name: e for e in effects}, tiles,
@@ -90,7 +90,7 @@ def region(a: InterpInstance, o: Operand, op: n.Op, ev: Eval) -> Region:
     name = o.name or ""
     if o.kind is Kind.GLOBAL:
         store = cta.globals[name]
-    elif o.kind is Kind.SHARED:
+    elif o.kind is Kind.SHARED or type(o.decl) is n.Mem:  # a region of a plugin tier lives per CTA too
         store = cta.shared[name]
     else:
         store = a.regs.get(name)  # type: ignore[assignment]

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 TIERS = {Kind.GLOBAL: "global tensor", Kind.SHARED: "shared buffer", Kind.REGISTERS: "register tile"}
 
 
+def tier_word(kind: Kind) -> str:
+    """What a finding calls a store of ``kind``: the core's by their declarations, a plugin tier's
+    region by the tier's name."""
+    return TIERS.get(kind) or f"`{kind}` region"
+
+
 def out_of_bounds(findings: Findings, who: str, info: OpInfo, e: Effect, region: Region) -> Stop | None:
     """The fault of an unmasked access outside the store (or of any access to a stage outside a ring),
     or None when the access is in bounds."""
@@ -60,7 +66,7 @@ def out_of_bounds(findings: Findings, who: str, info: OpInfo, e: Effect, region:
     return findings.stop(
         codes.OUT_OF_BOUNDS, e.operand.expr.loc,
         f"out-of-bounds {what} of {region.text()} by `{op.name}`: " + "; ".join(parts) +
-        f" of the {TIERS[store.kind]} `{store.name}` {list(store.shape[first:])}",
+        f" of the {tier_word(store.kind)} `{store.name}` {list(store.shape[first:])}",
         who, label="outside the tensor", help=help_,
         notes=(f"operand `{slot.name}` of `{op.name}` is not masked: a GPU faults here",),
     )  # fmt: skip
@@ -70,7 +76,7 @@ def uninitialized(findings: Findings, who: str, info: OpInfo, slot: str, region:
                   first: tuple[int, ...] | None) -> Finding:  # fmt: skip
     """A read of ``missing`` never-written elements of ``region`` (the first at ``first``)."""
     store = region.store
-    tier = TIERS[store.kind]
+    tier = tier_word(store.kind)
     total = int(np.count_nonzero(region.in_bounds()))
     return findings.make(
         codes.UNINITIALIZED, info.typed.operand(slot).expr.loc,

@@ -7,15 +7,14 @@ each operation's declared effects and target features, the barrier actions on ev
 accesses to every shared buffer, and which primitives fence the async proxy. The result is kept in
 the analyses of the model's checked module (:mod:`cake_core.verify.analyses`) under ``"facts"``.
 
-Primitive traits read here, all class attributes a plugin primitive may set (read with ``getattr``,
-so primitives that never heard of them keep working):
+Primitive traits read here, all declared on :class:`~cake_core.ir.primitive.Primitive` (False unless
+a primitive sets them):
 
 * ``proxy_fence = True`` on a primitive with no operands: it orders the issuing thread's
   generic-proxy shared-memory writes before its later async-proxy accesses
   (``fence.proxy.async.shared::cta``; the core's ``fence.proxy_async``);
 * ``warpgroup = True``: every execution is issued by one whole warpgroup (four consecutive warps
-  starting at a multiple of four). Operations that need the ``wgmma`` feature are warpgroup-wide
-  without saying so;
+  starting at a multiple of four): the core's ``wgmma`` family;
 * ``swizzle_aware = True``: its generic-proxy shared-memory accesses compute swizzled addresses
   themselves (the core's generic accesses assume unswizzled rows).
 """
@@ -37,12 +36,12 @@ __all__ = ["KernelFacts", "OpFacts", "facts", "is_proxy_fence", "is_warpgroup_wi
 def is_proxy_fence(prim: Primitive) -> bool:
     """Whether ``prim`` is an async-proxy fence: ``proxy_fence = True`` and no operands."""
     sig = prim.signature
-    return getattr(type(prim), "proxy_fence", False) is True and not sig.outs and not sig.ins
+    return prim.proxy_fence is True and not sig.outs and not sig.ins
 
 
 def swizzle_aware(prim: Primitive) -> bool:
     """Whether the primitive's generic-proxy shared accesses handle a buffer's swizzle themselves."""
-    return getattr(type(prim), "swizzle_aware", False) is True
+    return prim.swizzle_aware is True
 
 
 @attrs.define(eq=False, slots=True)

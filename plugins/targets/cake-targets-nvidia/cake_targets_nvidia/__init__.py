@@ -45,6 +45,10 @@ DATA_FILE = "targets.toml"
 # Features per NVRTC architecture string
 # ---------------------------------------------------------------------------------------------------
 
+#: Blackwell's features: names only the plugins that use them spell (the core holds no Blackwell names)
+TCGEN05 = Feature("tcgen05")
+TMEM = Feature("tmem")
+
 #: every feature an NVIDIA architecture string may offer, declared through ``cake_register_features``
 FEATURES: tuple[TargetFeature, ...] = (
     TargetFeature(Feature.CP_ASYNC, "sm_80+: asynchronous global->shared copies"),
@@ -56,8 +60,8 @@ FEATURES: tuple[TargetFeature, ...] = (
     TargetFeature(Feature.CLUSTERS, "sm_90+: thread-block clusters and distributed shared memory"),
     TargetFeature(Feature.WGMMA, "sm_90a only: warpgroup MMA (wgmma.mma_async)"),
     TargetFeature(Feature.SETMAXNREG, "sm_90a, sm_100a: per-warpgroup register reallocation"),
-    TargetFeature(Feature.TCGEN05, "sm_100a: fifth-generation tensor-core instructions"),
-    TargetFeature(Feature.TMEM, "sm_100a: tensor memory"),
+    TargetFeature(TCGEN05, "sm_100a: fifth-generation tensor-core instructions"),
+    TargetFeature(TMEM, "sm_100a: tensor memory"),
     TargetFeature(Feature.FP8, "sm_89+: e4m3/e5m2 tensor-core inputs"),
 )
 
@@ -89,7 +93,7 @@ FEATURES_BY_ARCH: Mapping[str, frozenset[Feature]] = MappingProxyType(
             {
                 _F.CP_ASYNC, _F.LDMATRIX, _F.MMA_SYNC, _F.FP8,
                 _F.STMATRIX, _F.TMA, _F.MBARRIER_TX, _F.CLUSTERS,
-                _F.SETMAXNREG, _F.TCGEN05, _F.TMEM,
+                _F.SETMAXNREG, TCGEN05, TMEM,
             }
         ),
     }

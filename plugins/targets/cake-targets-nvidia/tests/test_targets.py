@@ -265,7 +265,7 @@ def test_target_features_follow_the_architecture_string(targets: dict[str, Targe
 
 def test_wgmma_targets(targets: dict[str, Target]) -> None:
     assert sorted(n for n, t in targets.items() if t.has(Feature.WGMMA)) == ["h100", "h200"]
-    assert sorted(n for n, t in targets.items() if t.has(Feature.TCGEN05)) == ["b200"]
+    assert sorted(n for n, t in targets.items() if t.has(Feature("tcgen05"))) == ["b200"]
     assert sorted(n for n, t in targets.items() if t.has(Feature.TMA)) == ["b200", "h100", "h200"]
 
 

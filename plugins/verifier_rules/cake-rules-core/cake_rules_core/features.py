@@ -21,8 +21,8 @@ ALTERNATIVES: dict[Feature, str] = {
     Feature.CLUSTERS: "drop the `cluster` clause, or choose an sm_90+ target",
     Feature.WGMMA: "use `mma.sync`, or choose an sm_90a target (on sm_100a the warpgroup MMA is `tcgen05`)",
     Feature.SETMAXNREG: "give every role the same register budget, or choose an sm_90a/sm_100a target",
-    Feature.TCGEN05: "use `wgmma` (sm_90a) or `mma.sync`, or choose an sm_100a target",
-    Feature.TMEM: "keep accumulators in registers, or choose an sm_100a target",
+    Feature("tcgen05"): "use `wgmma` (sm_90a) or `mma.sync`, or choose an sm_100a target",
+    Feature("tmem"): "keep accumulators in registers, or choose an sm_100a target",
     Feature.FP8: "convert to bf16 or f16 first, or choose an sm_89+ target",
 }
 

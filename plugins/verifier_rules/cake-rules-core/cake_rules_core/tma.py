@@ -16,6 +16,7 @@ from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir.primitive import Kind, Operand, static_shape
 from cake_core.ir.printer import expr as text
+from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.target import Feature
 from cake_core.verify.verdicts import Status
 from cake_core.verify.facts import OpFacts, facts
@@ -25,7 +26,6 @@ MAX_BOX = 256  # elements per box dimension
 STRIDE_ALIGN = 16  # bytes: global strides of a tensor map
 SHARED_ALIGN = 128  # bytes: the shared destination of a bulk tensor copy
 WGMMA_ALIGN = 1024  # bytes: a 128B-swizzled tile read by wgmma through a descriptor
-SWIZZLE_BYTES = {"32B": 32, "64B": 64, "128B": 128}
 
 
 def tensor_copies(ctx: RuleContext) -> Iterator[tuple[OpFacts, Operand, Operand]]:

@@ -1,0 +1,39 @@
+"""Cake's Blackwell (sm_100a) vocabulary as a plugin: the tensor-memory tier and the tcgen05 primitives.
+
+It registers, through the hooks any plugin uses, the memory tier ``tmem`` (declared in a kernel as
+``tmem acc: f32[128, 128]``) and the primitives of :mod:`cake_blackwell.tmem` (allocation, relinquish,
+deallocation, ``tcgen05.ld`` and its wait, the fences) and :mod:`cake_blackwell.mma` (``tcgen05.mma``
+and ``tcgen05.commit``). The features they require, ``tcgen05`` and ``tmem``, are declared by
+``cake-targets-nvidia``, whose ``b200`` lists them. Nothing here has run on a B200: the CPU interpreter
+and NVRTC compiling for ``sm_100a`` are the evidence (``ran: false``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cake_core.hookspecs import hookimpl
+from cake_core.ir.primitive import Primitive, Tier
+
+from cake_blackwell.mma import Tcgen05Commit, Tcgen05Mma
+from cake_blackwell.tmem import (
+    TMEM, FenceAfter, FenceBefore, TmemAlloc, TmemDealloc, TmemLoad, TmemRelinquish, TmemWaitLoad,
+)  # fmt: skip
+
+__all__ = ["PRIMITIVES", "cake_register_primitives", "cake_register_tiers"]
+
+PRIMITIVES: tuple[type[Primitive], ...] = (
+    TmemAlloc, TmemRelinquish, TmemDealloc, Tcgen05Mma, Tcgen05Commit, TmemLoad, TmemWaitLoad, FenceBefore,
+    FenceAfter,
+)  # fmt: skip
+
+
+@hookimpl
+def cake_register_tiers(register: Callable[[Tier], None]) -> None:
+    register(Tier(TMEM, "Blackwell tensor memory: 128 lanes by 512 32-bit columns per CTA, allocated by `tcgen05.alloc`"))
+
+
+@hookimpl
+def cake_register_primitives(register: Callable[[Primitive], None]) -> None:
+    for cls in PRIMITIVES:
+        register(cls())
