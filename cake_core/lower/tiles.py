@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import attrs
 
 from cake_core.ir.layouts import LayoutInfo
+from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
 
 
@@ -87,7 +88,7 @@ class SharedView:
         its chunk bits (4..) with the address bits from 7 up (one bit for 32B, two for 64B, three for 128B)."""
         if not self.swizzle:
             return f"cake_smem_addr({self.addr(local)})"
-        width = SWIZZLE_WIDTH[self.swizzle]
+        width = SWIZZLE_BYTES[self.swizzle]
         elem = self.dtype.bytes
         per_row = width // elem
         idx = self.index(local)
@@ -99,9 +100,6 @@ class SharedView:
         mask = width // 16 - 1
         return f"cake_swizzled(cake_smem_addr({self.base}) + ({byte}), {mask}u)"
 
-
-#: bytes of one row of a swizzle panel
-SWIZZLE_WIDTH = {"32B": 32, "64B": 64, "128B": 128}
 
 
 @attrs.frozen

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.loop.tactic import Application
 
 from cake_tactics_core.fit import checked, offered, with_kernel
@@ -39,9 +40,6 @@ def paddable(kernel: n.Kernel) -> list[str]:
                 dense |= {r.name for r in n.walk_expr(e) if isinstance(r, n.Ref)}
     return [s.name for s in kernel.smem if s.name not in dense]
 
-
-#: bytes of a row of each swizzle's panel
-SWIZZLES = {"32B": 32, "64B": 64, "128B": 128}
 
 
 class SmemLayout:
@@ -74,7 +72,7 @@ class SmemLayout:
                 candidates += [Application(self.name, site, {"pad": pad}) for pad in (0, 16 // size, 32 // size)
                                if swizzle != {None} or current != {pad}]  # fmt: skip
                 row_bytes = {m.smem[buffer].shape[-1] * size for m in models}
-                candidates += [Application(self.name, site, {"swizzle": name}) for name, width in SWIZZLES.items()
+                candidates += [Application(self.name, site, {"swizzle": name}) for name, width in SWIZZLE_BYTES.items()
                                if swizzle != {name} and all(b % width == 0 for b in row_bytes)]  # fmt: skip
         return offered(self, module, target, candidates)
 
