@@ -285,13 +285,14 @@ def test_type_rules(check, line, message):
     "line", ["atomic.add dst[:, :] <- vr, ir, oob=skip", "segment.add dst[:, :] <- vr, ir", "load vr <- v[0 : +32, :]",
              "rowdiv vr <- v[0 : +32, :], ix[0 : +32], h[0 : +32, :], oob=zero"],
 )  # fmt: skip
-def test_well_typed_lines_check_clean_and_are_lowered_later(check, line):
+def test_well_typed_lines_check_clean(check, line):
     checked = check(TYPES.replace("LINE", line))
     assert checked.ok, [d.message for d in checked.diagnostics]
     model = next(iter(checked.models.values()))
     (typed,) = model.ops
-    with pytest.raises(NotLowerable, match="lowered later"):
-        typed.prim.lower(typed, None)
+    if typed.prim.name == "segment.add":  # the others are lowered (tests/lower/test_rows.py)
+        with pytest.raises(NotLowerable, match="lowered later"):
+            typed.prim.lower(typed, None)
     ctx = type("Ctx", (), {"const": lambda self, e: None, "spec": {}, "target": None})()
     terms = typed.prim.cost(typed, ctx)
     assert terms.flops > 0 or terms.global_bytes > 0
