@@ -33,6 +33,19 @@ def static_sizes(view: GlobalView | SharedView) -> list[int]:
     return [int(s) for s in view.sizes]  # type: ignore[arg-type]
 
 
+def const_attr(op, ctx, key: str, default: int) -> int:
+    """The compile-time value of attribute ``key`` of ``op`` (``default`` when not given)."""
+    from cake_core.ir.exprs import try_int
+
+    e = op.attr(key)
+    if e is None:
+        return default
+    v = try_int(e, ctx.model.env)
+    if v is None:
+        raise NotLowerable(f"attribute `{key}` must be known at compile time")
+    return v
+
+
 def to_f32(expr: str, dtype: DType | None) -> str:
     if dtype in (DType.BF16, DType.F16):
         return f"cake_to_f32({expr}, {1 if dtype is DType.F16 else 0})"

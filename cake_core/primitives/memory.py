@@ -12,7 +12,7 @@ from cake_core.ir.primitive import (
 )  # fmt: skip
 from cake_core.primitives._common import need_static, same_dtype, same_numel, shape_text
 from cake_core.lower.tiles import SharedView
-from cake_core.primitives._lower import from_f32, mma_acc_elements, rows_elements, static_sizes, unravel
+from cake_core.primitives._lower import const_attr, from_f32, mma_acc_elements, rows_elements, static_sizes, unravel
 from cake_core.target import Feature
 
 OOB_LOAD = AttrSpec("oob", "word", choices=("zero", "none"), doc="out-of-bounds elements read as zero")
@@ -118,7 +118,7 @@ class CpAsync(Primitive):
         sizes = static_sizes(sh)
         if len(sizes) not in (1, 2):
             raise NotLowerable("cp.async copies tiles of rank 1 or 2")
-        nbytes = _const_attr(op, ctx, "bytes", 16)
+        nbytes = const_attr(op, ctx, "bytes", 16)
         elem = dst.dtype.bytes if dst.dtype else 2
         inner = sizes[-1]
         per_chunk = nbytes // elem
@@ -179,7 +179,7 @@ class CpAsyncWait(Primitive):
         pass  # the interpreter completes groups itself
 
     def lower(self, op: TypedOp, ctx) -> None:
-        pending = _const_attr(op, ctx, "pending", 0)
+        pending = const_attr(op, ctx, "pending", 0)
         ctx.line(f'asm volatile("cp.async.wait_group {pending};" ::: "memory");')
 
 
@@ -259,18 +259,6 @@ class LdMatrix(Primitive):
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         src = op.ins[0]
         return CostTerms(shared_bytes=numel(static_shape(src) or (0,)) * 2)
-
-
-def _const_attr(op: TypedOp, ctx, key: str, default: int) -> int:
-    from cake_core.ir.exprs import try_int
-
-    e = op.attr(key)
-    if e is None:
-        return default
-    v = try_int(e, ctx.model.env)
-    if v is None:
-        raise NotLowerable(f"attribute `{key}` must be known at compile time")
-    return v
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (Store, CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrix)
