@@ -93,7 +93,7 @@ def rows_elements(ctx, view: RegView, per_row: Callable[[str, str], str] | None 
     ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
     ctx.line(f"  [[maybe_unused]] const int {r} = {ctx.itid} + {ctx.threads} * {j};")
     if per_row is not None:
-        ctx.line("  " + per_row(r, j))
+        ctx.line("\n".join("  " + ln for ln in per_row(r, j).split("\n")))
     ctx.line("  #pragma unroll")
     ctx.line(f"  for (int {c} = 0; {c} < {cols}; ++{c}) {{")
     exists = f"{r} < {rows}" if rows % ctx.threads else None

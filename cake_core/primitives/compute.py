@@ -16,6 +16,7 @@ from cake_core.lower.cuda import fragment_words
 from cake_core.primitives._lower import DOT8, PAIR_BETTER, rows_layout, static_sizes, to_f32
 from cake_core.ir.types import DType
 from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._vocab import need_scratch
 from cake_core.target import Feature
 
 TILE = {Kind.GLOBAL, Kind.SHARED}
@@ -332,16 +333,9 @@ class ArgminReduce(Primitive):
                 yield codes.TYPES.at(op.op.loc, "combining `mma_rows` partials across warps needs a shared scratch buffer")
                 return
             sp = static_shape(pb)
-            ss = static_shape(scratch)
             wn = ctx.const(pb.layout.args[1]) if pb.layout and len(pb.layout.args) == 2 else 1  # type: ignore[union-attr]
             need = 2 * numel(sp) * (wn or 1) if sp else 0
-            if sp and ss and numel(ss) < need:
-                yield codes.TYPES.at(
-                    scratch.expr.loc, f"the scratch buffer holds {numel(ss)} elements; the reduction needs "
-                    f"{need} (a value and an index per row and warp column)",
-                )  # fmt: skip
-            if scratch.dtype is not None and scratch.dtype.bytes != 4:
-                yield codes.TYPES.at(scratch.expr.loc, "the scratch buffer holds 32-bit elements")
+            yield from need_scratch(op, scratch, need, "a value and an index per row and warp column")
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("best", x.read("part_best").reshape(static_shape(op.outs[0])))

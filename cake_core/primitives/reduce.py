@@ -30,8 +30,9 @@ run to run, so float sums differ by rounding between runs; integer sums (counts)
 Lowering: ``atomic.add`` is one ``red.global.add`` / ``red.shared.add`` per element (``.f32``,
 ``.f64``, ``.s32``, ``.u32``), each thread adding the rows it holds; with ``oob=skip`` a row whose
 index is negative or not below ``dst``'s rows, and an element outside ``dst``'s tensor, is not added.
-``rowdiv`` is one correctly rounded fp32 division per element (``__fdiv_rn``). ``segment.add`` is
-lowered later (a warp-segmented scan before the atomics).
+``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
+the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
+correctly rounded fp32 division per element (``__fdiv_rn``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from cake_core.ir.primitive import (
 )  # fmt: skip
 from cake_core.ir.primitive import masked
 from cake_core.ir.types import DType
+from cake_core.lower.cuda import storage
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout, static_sizes, to_f32, unravel
@@ -121,8 +123,6 @@ class _ScatterAdd(Primitive):
         x.write("dst", dst.reshape(dst_shape))
 
     def lower(self, op: TypedOp, ctx) -> None:
-        if self.segmented:
-            raise NotLowerable(f"`{self.name}` is lowered later (a warp-segmented scan, then one atomic per run)")
         dst, src, index = op.outs[0], op.ins[0], op.ins[1]
         view = ctx.gview(dst) if dst.kind is Kind.GLOBAL else ctx.sview(dst)
         if isinstance(view, SharedView) and view.swizzle:
@@ -135,19 +135,42 @@ class _ScatterAdd(Primitive):
             raise NotLowerable("values and indices must spread over the threads alike")
         ptx, constraint = _RED_TYPES[dst.dtype]
         space = "global" if dst.kind is Kind.GLOBAL else "shared"
-        skip = masked(op)
-        with rows_elements(ctx, vals) as e:
-            key = f"{keys.name}[{e.row_slot}]"
+        key, ok, run = ctx.fresh("key"), ctx.fresh("ok"), ctx.fresh("run")
+        lane = ctx.lane
+
+        def per_row(r: str, j: str) -> str:
+            exists = f"{r} < {rows}" if rows % ctx.threads else "true"
+            # the row's index; one outside `dst` (with oob=skip) or of a row past the tile adds nothing
+            lines = [f"const int {key} = ({exists}) ? (int)({keys.name}[{j}]) : -1;"]
+            inside = f" && (unsigned){key} < (unsigned)({view.sizes[0]})" if masked(op) else ""
+            lines.append(f"const bool {ok} = ({exists}){inside};")
+            if self.segmented:
+                # the lanes of a warp hold consecutive rows: a run of equal indices starts at `run`
+                # (its head, the highest at or below this lane) and ends where the next lane's differs
+                lines += [
+                    f"const int {run}_prev = __shfl_up_sync(0xffffffffu, {key}, 1);",
+                    f"const int {run}_next = __shfl_down_sync(0xffffffffu, {key}, 1);",
+                    f"const unsigned {run}_heads = __ballot_sync(0xffffffffu, {lane} == 0 || {run}_prev != {key});",
+                    f"const int {run} = 31 - __clz({run}_heads & (0xffffffffu >> (31 - {lane})));",
+                    f"const bool {run}_last = {lane} == 31 || {run}_next != {key};",
+                ]
+            return "\n".join(lines)
+
+        with rows_elements(ctx, vals, per_row) as e:
             local = [key, e.col] if len(view.sizes) == 2 else [key]
-            cond = [e.exists] if e.exists else []
-            if skip:
-                cond.append(f"(unsigned)({key}) < (unsigned)({view.sizes[0]})")
-                if isinstance(view, GlobalView):
-                    cond.append(view.in_bounds(local))
-            addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
+            cond = [ok] + ([view.in_bounds(local)] if masked(op) and isinstance(view, GlobalView) else [])
             value = convert(f"{vals.name}[{e.slot}]", src.dtype, dst.dtype)
-            guard = f"if ({' && '.join(cond)}) " if cond else ""
-            ctx.line(f'    {guard}asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, "{constraint}"({value}) : "memory");')
+            if self.segmented:
+                # each lane's inclusive sum over its run so far (a segmented scan); the run's last lane adds it
+                ctype = storage(dst.dtype)
+                ctx.line(f"    {ctype} cake_v = {e.exists or 'true'} ? ({ctype})({value}) : ({ctype})0;")
+                for off in (1, 2, 4, 8, 16):
+                    ctx.line(f"    {{ const {ctype} o = __shfl_up_sync(0xffffffffu, cake_v, {off}); "
+                             f"if ({lane} >= {run} + {off}) cake_v += o; }}")  # fmt: skip
+                value, cond = "cake_v", [f"{run}_last"] + cond
+            addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
+            ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
+                     f'"{constraint}"({value}) : "memory");')  # fmt: skip
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst, src = op.outs[0], op.ins[0]
@@ -189,8 +212,8 @@ class SegmentAdd(_ScatterAdd):
         "consecutive `keys`; each run is summed (in `dst`'s type) and added once to `dst[key]`. Same result "
         "as `atomic.add` up to the order of float additions; far fewer atomics when rows come sorted by key. "
         "Same effects, masking and faults as `atomic.add`. Its cost terms charge one atomic per row, an "
-        "upper bound (the runs are not known statically). Lowered later (a warp-segmented scan, then one "
-        "atomic per run)."
+        "upper bound (the runs are not known statically). Lowered as a segmented scan by shuffles within "
+        "each warp's 32 consecutive rows, then one atomic per run and warp."
     )
     signature = Signature(
         outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,

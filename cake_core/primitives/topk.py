@@ -49,7 +49,7 @@ from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import PAIR_BETTER, const_attr, rows_layout, static_sizes, to_f32, unravel
-from cake_core.primitives._vocab import need_dtype, need_layout
+from cake_core.primitives._vocab import need_dtype, need_layout, need_scratch
 
 _F32 = frozenset({DType.F32})
 _I32 = frozenset({DType.I32})
@@ -261,14 +261,7 @@ class TopkReduce(Primitive):
             yield codes.TYPES.at(op.op.loc, f"each row has {total} partial candidates, fewer than k = {k}")
         scratch = op.ins[2] if len(op.ins) > 2 else None
         if scratch is not None:
-            ss = static_shape(scratch)
-            if ss is not None and numel(ss) < 2 * so[0] * k:
-                yield codes.TYPES.at(
-                    scratch.expr.loc, f"the scratch `{scratch.name}` holds {numel(ss)} words; the merge needs "
-                    f"{2 * so[0] * k} (a value and an index per row and rank)",
-                )  # fmt: skip
-            if scratch.dtype is not None and scratch.dtype.bytes != 4:
-                yield codes.TYPES.at(scratch.expr.loc, "the scratch tile holds 32-bit elements")
+            yield from need_scratch(op, scratch, 2 * so[0] * k, "a value and an index per row and rank")
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         k = int(x.attr("k"))

@@ -1,6 +1,6 @@
 """The `rows` vocabulary lowered to CUDA and compiled by NVRTC without a GPU: `load` into and `store` from
-`rows` register tiles (global and shared), `store` of an `mma_acc` tile into shared memory, `atomic.add`
-and `rowdiv`; and the kmeans-update schedule for h200 (no spills). What the code does is checked on the
+`rows` register tiles (global and shared), `store` of an `mma_acc` tile into shared memory, `atomic.add`,
+`segment.add` and `rowdiv`; and the kmeans-update schedule for h200 (no spills). What the code does is checked on the
 GPU (test_rows_gpu.py); here only what the generated code must contain by contract is asserted."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from cake_core import pipeline, plugins
-from cake_core.ir.primitive import NotLowerable
 from cake_core.problems.kmeans_update import KMEANS_UPDATE
 from cake_core.runtime.nvrtc import CompileResult
 
@@ -90,6 +89,32 @@ kernel scatter(v: global V[N, C], ix: global i32[N], d: global V[K, C], m: globa
 """
 
 
+#: one CTA scatters ragged tiles of rows into a shared accumulator (OP: atomic.add or segment.add), then
+#: writes it out; indices outside its 64 rows are skipped
+SEGMENTS = """
+kernel seg(v: global V[N, C], ix: global i32[N], d: global V[64, C])
+  domain V in {f32, i32}, N >= 1, C in {4}
+  const R = 96
+  grid (t) over (1)
+  cta warps 2
+  smem acc: V[64, C]
+  role all warps 0..2:
+    reg z: V[64, C] layout rows
+    reg vr: V[R, C] layout rows
+    reg ir: i32[R] layout rows
+    fill z, value=0
+    store acc <- z
+    bar.sync
+    for i in 0 .. cdiv(N, R):
+      load vr <- v[i * R : +R, :], oob=zero
+      load ir <- ix[i * R : +R], oob=fill, value=-1
+      OP acc <- vr, ir, oob=skip
+    bar.sync
+    load z <- acc
+    store d[:, :] <- z
+"""
+
+
 def compile_text(text: str, values: dict) -> tuple[str, CompileResult]:
     """The CUDA source of one specialization of a one-kernel module for h200, and NVRTC's result."""
     cand = pipeline.Candidate(pipeline.load_text(text, "rows.cake"), plugins.registry().get("targets", "h200"))
@@ -127,12 +152,11 @@ def test_rowdiv_divides_correctly_rounded() -> None:
     assert "__fdiv_rn(" in source  # the interpreter's fp32 division is IEEE's
 
 
-def test_segment_add_is_not_lowered_yet(check) -> None:
-    checked = check(SCATTER.replace("atomic.add d[:, :]", "segment.add d[:, :]"))
-    model = next(iter(checked.models.values()))
-    typed = next(t for t in model.ops if t.prim.name == "segment.add")
-    with pytest.raises(NotLowerable, match="lowered later"):
-        typed.prim.lower(typed, None)
+@pytest.mark.parametrize("v", ["f32", "i32"])
+def test_segment_add_sums_runs_by_shuffles_then_adds_once(v: str) -> None:
+    source, result = compile_text(SEGMENTS.replace("OP", "segment.add"), {"V": v, "C": 4})
+    _no_spills(result)
+    assert "__ballot_sync" in source and "red.shared.add" in source
 
 
 def test_the_atomic_kmeans_update_schedule_compiles_for_h200_without_spills() -> None:
