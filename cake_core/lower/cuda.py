@@ -221,8 +221,11 @@ class KernelLowering:
                 starts.append("0")
                 tile_dims.append(d)
                 sizes.append(shape[d])
+        rows = 1
+        for d in shape[:-1]:
+            rows *= d
         return SharedView(base, info.dtype, tuple(strides), tuple(starts), tuple(tile_dims), tuple(sizes),
-                          info.swizzle, info.row_stride * info.dtype.bytes)  # fmt: skip
+                          info.swizzle, info.row_stride * info.dtype.bytes, rows)  # fmt: skip
 
     def rview(self, o: Operand) -> RegView:
         info = self.model.regs[o.name]  # type: ignore[index]

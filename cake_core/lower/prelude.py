@@ -26,4 +26,6 @@ __device__ __forceinline__ unsigned cake_smem_addr(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
   return r;
 }
+// a swizzled shared address: the 16-byte chunk bits (4..) XOR the address bits from 7 up, `mask` wide
+__device__ __forceinline__ unsigned cake_swizzled(unsigned a, unsigned mask) { return a ^ (((a >> 7) & mask) << 4); }
 """

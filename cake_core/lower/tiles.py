@@ -69,15 +69,44 @@ class SharedView:
     sizes: tuple[int | str, ...]
     swizzle: str | None
     row_bytes: int  # bytes from one row to the next
+    rows: int = 0  # rows of a stage (every dimension but the innermost): a swizzled buffer's panel height
 
-    def offset(self, local: Sequence[str]) -> str:
+    def index(self, local: Sequence[str]) -> list[str]:
+        """The buffer index of the tile's element at ``local`` (one index per tile dimension)."""
         idx = list(self.starts)
         for d, li in zip(self.tile_dims, local, strict=True):
             idx[d] = f"({idx[d]} + {li})" if idx[d] != "0" else li
+        return idx
+
+    def offset(self, local: Sequence[str]) -> str:
+        idx = self.index(local)
         return " + ".join(f"({i}) * {s}" if s != 1 else f"({i})" for i, s in zip(idx, self.strides, strict=True))
 
     def addr(self, local: Sequence[str]) -> str:
         return f"({self.base} + {self.offset(local)})"
+
+    def smem_addr(self, local: Sequence[str]) -> str:
+        """The shared-space address (u32) of the element at ``local``, 16-byte chunks where the buffer's swizzle
+        puts them: a swizzled stage is laid out as TMA writes it, panels of the swizzle width one after the
+        other (each ``rows`` rows of ``W`` bytes), and each 16-byte chunk of an address moves by the XOR of
+        its chunk bits (4..) with the address bits from 7 up (one bit for 32B, two for 64B, three for 128B)."""
+        if not self.swizzle:
+            return f"cake_smem_addr({self.addr(local)})"
+        width = SWIZZLE_WIDTH[self.swizzle]
+        elem = self.dtype.bytes
+        per_row = width // elem
+        idx = self.index(local)
+        col = idx[-1]
+        inner = self.strides[-2] if len(self.strides) > 1 else per_row
+        row = " + ".join(f"({i}) * {s // inner}" if s != inner else f"({i})"
+                         for i, s in zip(idx[:-1], self.strides[:-1], strict=True)) or "0"  # fmt: skip
+        byte = f"(({col}) / {per_row}) * {self.rows * width} + ({row}) * {width} + (({col}) % {per_row}) * {elem}"
+        mask = width // 16 - 1
+        return f"cake_swizzled(cake_smem_addr({self.base}) + ({byte}), {mask}u)"
+
+
+#: bytes of one row of a swizzle panel
+SWIZZLE_WIDTH = {"32B": 32, "64B": 64, "128B": 128}
 
 
 @attrs.frozen

@@ -89,6 +89,7 @@ class CpAsync(Primitive):
     summary = "asynchronous copy of a global tile into a shared buffer, 16 bytes per thread per step"
     requires = frozenset({Feature.CP_ASYNC})
     group = "cp.async"
+    swizzle_aware = True  # its lowering addresses a swizzled buffer's chunks (SharedView.smem_addr)
     signature = Signature(
         outs=[Slot("dst", {Kind.SHARED}, Access.WRITE, asynchronous=True)],
         ins=[Slot("src", {Kind.GLOBAL}, Access.READ, asynchronous=True, mask_attr="oob")],
@@ -113,12 +114,12 @@ class CpAsync(Primitive):
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src = op.outs[0], op.ins[0]
         g, sh = ctx.gview(src), ctx.sview(dst)
-        if sh.swizzle:
-            raise NotLowerable("cp.async into a swizzled buffer is not lowered yet")
         sizes = static_sizes(sh)
         if len(sizes) not in (1, 2):
             raise NotLowerable("cp.async copies tiles of rank 1 or 2")
         nbytes = const_attr(op, ctx, "bytes", 16)
+        if sh.swizzle and nbytes != 16:
+            raise NotLowerable("cp.async into a swizzled buffer copies whole 16-byte chunks (`bytes=16`)")
         elem = dst.dtype.bytes if dst.dtype else 2
         inner = sizes[-1]
         per_chunk = nbytes // elem
@@ -133,7 +134,7 @@ class CpAsync(Primitive):
         ctx.line("#pragma unroll")
         ctx.line(f"for (int {ci} = {ctx.itid}; {ci} < {total}; {ci} += {ctx.threads}) {{")
         local = [f"{ci} / {cpr}", f"({ci} % {cpr}) * {per_chunk}"] if len(sizes) == 2 else [f"{ci} * {per_chunk}"]
-        ctx.line(f"  const unsigned cake_dst = cake_smem_addr({sh.addr(local)});")
+        ctx.line(f"  const unsigned cake_dst = {sh.smem_addr(local)};")
         if is_masked:
             ctx.line(f"  const bool cake_ok = {g.in_bounds(local)};")
             ctx.line(f"  const void* cake_src = cake_ok ? (const void*){g.addr(local)} : (const void*){g.ptr};")
@@ -188,6 +189,7 @@ class LdMatrix(Primitive):
     sass_claims = ("LDSM",)
     summary = "warp-cooperative load of mma.sync operand fragments from shared memory"
     requires = frozenset({Feature.LDMATRIX})
+    swizzle_aware = True  # its lowering addresses a swizzled buffer's chunks (SharedView.smem_addr)
     signature = Signature(
         outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
         ins=[Slot("src", {Kind.SHARED})],
@@ -216,8 +218,6 @@ class LdMatrix(Primitive):
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src = op.outs[0], op.ins[0]
         sh = ctx.sview(src)
-        if sh.swizzle:
-            raise NotLowerable("ldmatrix from a swizzled buffer is not lowered yet")
         reg = ctx.rview(dst)
         info = reg.layout
         wm_n, wn_n = info.warp_grid
@@ -230,7 +230,7 @@ class LdMatrix(Primitive):
                 regs = ", ".join(f'"=r"({reg.name}[{mi * 4 + e}])' for e in range(4))
                 ctx.line(
                     f'asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];" : {regs} '
-                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                    f': "r"({sh.smem_addr(local)}));'
                 )
             return
         ni_count = tile_rows // 8
@@ -244,7 +244,7 @@ class LdMatrix(Primitive):
                 regs = ", ".join(f'"=r"({o})' for o in outs)
                 ctx.line(
                     f'asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];" : {regs} '
-                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                    f': "r"({sh.smem_addr(local)}));'
                 )
                 ni += 2
             else:
@@ -252,7 +252,7 @@ class LdMatrix(Primitive):
                 regs = f'"=r"({reg.name}[{ni * 2}]), "=r"({reg.name}[{ni * 2 + 1}])'
                 ctx.line(
                     f'asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%0, %1}}, [%2];" : {regs} '
-                    f': "r"(cake_smem_addr({sh.addr(local)})));'
+                    f': "r"({sh.smem_addr(local)}));'
                 )
                 ni += 1
 

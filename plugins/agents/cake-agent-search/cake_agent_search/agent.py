@@ -8,10 +8,14 @@ Each round it builds moves on the parents the loop hands it (the best candidates
   that it does not have yet (a random non-empty subset, in the donor's order, each applied only where the
   tactic still offers it).
 
-Moves are drawn without replacement with the round's ``rng``, weighted by the parent's rank. The modules they
-make that are new by structural hash (not a parent, nor a candidate on a parent's way from its root, nor a
-refused candidate, nor another proposal) are estimated by the cost model, and the best ``count`` are proposed,
-fastest predicted first. Routed findings steer it: an application whose candidate a finding refused is not
+Moves are drawn without replacement with the round's ``rng``, weighted by the parent's rank; the first drawn
+mutation of each tactic on the first parent leads, so every tactic that offers the best parent something is built
+each round (0.3.0: a warp specialization was crowded out by a dozen constant changes, and a campaign seed never
+split its kernel). The modules they make that are new by structural hash (not a parent, nor a candidate on a
+parent's way from its root, nor a refused candidate, nor another proposal) are estimated by the cost model, and
+the best ``count`` are proposed, fastest predicted first, leaving out those predicted :data:`HOPELESS` times
+slower than the fastest the round knows (0.3.0: from naive.cake six of a round's eight GPU benchmarks went to
+variants of a 200 ms kernel beside a 3 ms one). Routed findings steer it: an application whose candidate a finding refused is not
 tried again; where a parent was measured, the fastest one (the win) gets half the proposals: its own mutations
 and crossovers, and its steps carried to the other parents.
 
@@ -52,6 +56,10 @@ POOL_FACTOR = 3
 CROSSOVER_SHARE = 0.3
 #: how many moves that do not beat their parent a round looks one enabled step past
 THROUGH_LIMIT = 4
+#: a module predicted this many times slower than the fastest the round knows (a parent's estimate or a module
+#: it made) is not proposed, unless it builds on the measured win: a GPU benchmark of it would be spent on a
+#: kernel the cost model already rules out
+HOPELESS = 4.0
 
 
 @attrs.frozen
@@ -98,7 +106,7 @@ class SearchAgent:
         win = measured_win(parents)
         moves, offering = _moves(parents, chains, tactics, target, refusal, rng)
         keys = [math.log(1.0 - rng.random()) / m.weight for m in moves]  # Efraimidis-Spirakis, larger first
-        order = [moves[i] for i in sorted(range(len(moves)), key=lambda i: (-keys[i], i))]
+        order = _every_tactic_first([moves[i] for i in sorted(range(len(moves)), key=lambda i: (-keys[i], i))])
         on_win = [win is not None and win in (m.base, m.donor) for m in order]
         exploit = [m for m, w in zip(order, on_win) if w]
         others = [m for m, w in zip(order, on_win) if not w]
@@ -109,7 +117,11 @@ class SearchAgent:
         built += _build(others, POOL_FACTOR * count, parents, chains, tactics, target, seen, False)
         ranker = Ranker.for_run(run, target, reg)
         built = [attrs.evolve(b, ms=ranker.estimate(b.module)) for b in built]
-        built = _through(built, parents, offering, tactics, target, ranker, refusal, seen)
+        parent_ms = [ranker.estimate(p.module) for p in parents]
+        built = _through(built, parent_ms, offering, tactics, target, ranker, refusal, seen)
+        known_ms = [ms for ms in (*parent_ms, *(b.ms for b in built)) if not ranker.order(ms)[0]]
+        if known_ms:
+            built = [b for b in built if b.exploit or b.ms is None or b.ms <= HOPELESS * min(known_ms)]
         ranked = sorted(range(len(built)), key=lambda i: (ranker.order(built[i].ms), i))
         chosen = [i for i in ranked if built[i].exploit][:need]
         chosen += [i for i in ranked if i not in chosen][: count - len(chosen)]
@@ -145,16 +157,30 @@ def _moves(parents: Sequence[Parent], chains: Sequence[Chain], tactics: Mapping[
     return out, offering
 
 
-def _through(built: list[Built], parents: Sequence[Parent], offering: Sequence[set[str]],
+def _every_tactic_first(order: Sequence[Move]) -> list[Move]:
+    """``order`` with, first, the first mutation of each tactic on the first parent that has moves in it (in
+    their drawn order): every tactic that offers the best parent something is built each round, however many
+    applications another tactic offers (a rare structural move is not crowded out by constant changes)."""
+    if not order:
+        return []
+    base = min(m.base for m in order)
+    first: dict[str, int] = {}
+    for i, m in enumerate(order):
+        if m.base == base and m.kind == "mutate":
+            first.setdefault(m.steps[0].tactic, i)
+    lead = set(first.values())
+    return [order[i] for i in sorted(lead)] + [m for i, m in enumerate(order) if i not in lead]
+
+
+def _through(built: list[Built], parent_ms: Sequence[float | None], offering: Sequence[set[str]],
              tactics: Mapping[str, Tactic], target: Target, ranker: Ranker, refusal: Refused,
              seen: set[str]) -> list[Built]:  # fmt: skip
     """``built``, where up to :data:`THROUGH_LIMIT` mutations that do not beat their parent's estimate are replaced
     by the mutation and the best move it enabled, if that beats the parent (the module docstring says why)."""
-    base_ms = {i: ranker.estimate(parents[i].module) for i in sorted({b.base for b in built})}
     out, looked = [], 0
     for b in built:
-        parent_ms = base_ms[b.base]
-        stuck = parent_ms is not None and (b.ms is None or b.ms >= parent_ms) and b.chain.move == "mutate"
+        base_ms = parent_ms[b.base]
+        stuck = base_ms is not None and (b.ms is None or b.ms >= base_ms) and b.chain.move == "mutate"
         if not stuck or looked >= THROUGH_LIMIT:
             out.append(b)
             continue
@@ -169,7 +195,7 @@ def _through(built: list[Built], parents: Sequence[Parent], offering: Sequence[s
                 if h in seen:
                     continue
                 ms = ranker.estimate(module)
-                if ms is not None and ms < parent_ms and (best is None or ranker.order(ms) < ranker.order(best.ms)):
+                if ms is not None and ms < base_ms and (best is None or ranker.order(ms) < ranker.order(best.ms)):
                     chain = attrs.evolve(b.chain, steps=(*b.chain.steps, app), move="through")
                     best = Built(module, h, chain, b.base, b.exploit, ms)
         if best is not None:

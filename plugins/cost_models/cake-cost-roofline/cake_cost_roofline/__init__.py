@@ -23,14 +23,23 @@ issue           instructions the CUDA cores issue (one per register-tile element
                 included, per operation), 4 warp instructions per clock per SM
 sync            barrier waits of the busiest CTA (mbarrier waits and CTA-wide barriers such as
                 ``bar.sync``), ~64 clocks each, on its critical path
+stall           global reads an operation waits for (not ``cp.async`` or TMA, which complete later) in a
+                role fed through mbarriers (it waits on a pipe's stage or a copy's completion): one round
+                trip each (:data:`GLOBAL_READ_CLOCKS`) on the critical path of the role that waits longest;
+                its instances wait side by side. Such a role (warp specialization) runs one CTA per SM with
+                every warp held by the same stage, so nothing hides the trip. The reads of a one-role
+                kernel are not counted: other CTAs and the copies in flight hide them, and counting them
+                (even divided by the resident CTAs) ranked the measured Ampere sweep worse (Spearman 0.87
+                -> 0.80, bench/results/2026-12-02-h200-cost-rank-stall.json)
 latency         one memory round trip (~1 us) per CTA wave: a pipeline's first stage
 launch          3 us per kernel launch
 ==============  ===================================================================================
 
-A launch takes ``launch + latency + sync + max(dram, l2, shared, tensor, fp32, issue) / efficiency``,
+A launch takes ``launch + latency + sync + stall + max(dram, l2, shared, tensor, fp32, issue) / efficiency``,
 where the efficiency is the wave quantization (CTAs over the resident slots, occupancy from the target's
-limits). The largest term names the **bound**. Nothing here is fitted to measurements: every estimate
-says ``calibrated: false``, and ``update`` learns nothing.
+limits). The largest term names the **bound**. One figure is taken from a measurement, the round trip of a
+waited-for global read (:data:`GLOBAL_READ_CLOCKS`); nothing is fitted per run: every estimate says
+``calibrated: false``, and ``update`` learns nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from cake_core.ir.program import kernel_spec
 from cake_core.ir.sema import CheckCtx
 from cake_core.target import Target
 
-__version__ = "0.2.2"
+__version__ = "0.3.0"
 
 #: clocks and per-clock rates the model assumes where the target record has no figure
 L2_BYTES_PER_CLOCK_PER_SM = 64
@@ -61,6 +70,11 @@ SHARED_BYTES_PER_CLOCK_PER_SM = 128
 ISSUE_PER_CLOCK_PER_SM = 4
 SYNC_CLOCKS = 64
 MEMORY_LATENCY_MS = 1e-3
+#: clocks a role waits for a global read it issues and uses at once (an L2 hit): 780, from the H200's
+#: measured 0.198 ms between hopper.cake and its variant that reads the centroid norms from global memory in
+#: its epilogue, 504 such reads on the busiest CTA's path at 1.98 GHz
+#: (bench/results/2026-12-01-h200-chain-waypoints/ablation.json: ``h_nocsq`` 1.285 ms against 1.087 ms)
+GLOBAL_READ_CLOCKS = 780
 LAUNCH_MS = 3e-3
 #: the tensor-core rate keys of a target record, by Cake element type
 _TENSOR_KEY = {"bf16": "bf16", "f16": "fp16", "f32": "tf32", "fp8": "fp8"}
@@ -133,13 +147,15 @@ class Roofline:
         throughput = max(terms.values())
         bound = max(terms, key=terms.__getitem__)
         terms["sync"] = work["waits"] * SYNC_CLOCKS / clock_hz * 1e3 * waves
+        terms["stall"] = work["stalls"] * GLOBAL_READ_CLOCKS / clock_hz * 1e3 * waves
         terms["latency"] = MEMORY_LATENCY_MS * waves
         terms["launch"] = LAUNCH_MS
         # wave quantization: the throughput time lost to a last wave that leaves SMs idle
         terms["waves"] = throughput / max(efficiency, 1e-9) - throughput
-        ms = terms["launch"] + terms["latency"] + terms["sync"] + throughput + terms["waves"]
-        if terms["sync"] + terms["latency"] > throughput:
-            bound = "latency" if terms["latency"] >= terms["sync"] else "sync"
+        ms = terms["launch"] + terms["latency"] + terms["sync"] + terms["stall"] + throughput + terms["waves"]
+        exposed = {k: terms[k] for k in ("latency", "sync", "stall")}
+        if sum(exposed.values()) > throughput:
+            bound = max(exposed, key=exposed.__getitem__)
         return LaunchEstimate(k.name, ms, bound, terms, ctas, waves)
 
 
@@ -149,6 +165,7 @@ class _OpWork:
     kernel model (static shapes), so computed once per model."""
 
     key: int  # the id of the operation's node
+    role: int  # the id of its role's node
     instances: int
     shared_bytes: float
     tensor_flops: float
@@ -156,6 +173,8 @@ class _OpWork:
     fp32_flops: float
     warp_instructions: float
     waits: int
+    stalls: int  # global reads it waits for: 1, or 0 where it reads none or its copy completes later
+    fed: bool  # it waits on an mbarrier phase (a pipe's stage, a copy's completion)
     moves: tuple[tuple[str, float], ...]  # (global tensor, bytes) per access
 
 
@@ -188,16 +207,19 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
                 if o in typed.outs:
                     copies = max(copies, held / max(numel(shape), 1))
         shared_bytes = c.shared_bytes * copies if any(o.kind is Kind.SHARED for o in typed.ins) else c.shared_bytes
-        waits, moves = int(typed.prim.cta_barrier), []
+        waits, moves, stalls, fed = int(typed.prim.cta_barrier), [], 0, False
         for e in typed.prim.effects(typed):
             if e.barrier is BarrierAction.WAIT:
                 waits += 1
+                fed = True
             elif e.tier is Kind.GLOBAL and e.access is not Access.NONE and e.operand.name:
+                stalls = int(stalls or (e.access is Access.READ and not e.asynchronous))
                 shape = static_shape(e.operand)
                 if shape is not None and e.operand.dtype is not None:
                     moves.append((e.operand.name, float(numel(shape) * e.operand.dtype.bytes)))
-        ops.append(_OpWork(id(typed.op), typed.role.instances, shared_bytes, c.tensor_flops, c.dtype or "bf16",
-                           c.flops - c.tensor_flops, per_thread * typed.role.per, waits, tuple(moves)))  # fmt: skip
+        ops.append(_OpWork(id(typed.op), id(typed.role), typed.role.instances, shared_bytes, c.tensor_flops,
+                           c.dtype or "bf16", c.flops - c.tensor_flops, per_thread * typed.role.per, waits,
+                           stalls, fed, tuple(moves)))  # fmt: skip
     params = [(p.name, tuple(compile_expr(x) for x in p.shape), model.param_dtype(p).bytes)
               for p in model.kernel.params if p.tier == "global"]  # fmt: skip
     _STATIC[model] = (ops, params)
@@ -225,7 +247,11 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
     tensor: dict[str, float] = defaultdict(float)
     moved: dict[str, float] = defaultdict(float)  # bytes each global tensor's accesses move, per CTA
     shared = fp32 = instructions = waits = 0.0
+    stalls: dict[int, float] = defaultdict(float)  # by role: its instances run side by side
+    fed = {w.role for w in ops if w.fed}
     for w in ops:
+        if w.role in fed:
+            stalls[w.role] += w.stalls * counts.times.get(w.key, 0.0)
         times = counts.times.get(w.key, 0.0) * w.instances
         if not times:
             continue
@@ -245,7 +271,7 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
             size *= max(int(fn(env)), 0)
         sizes[name] = float(size * elem)
     return {"shared_bytes": shared, "fp32_flops": fp32, "warp_instructions": instructions, "waits": waits,
-            "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
+            "stalls": max(stalls.values(), default=0.0), "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
 
 
 def _ctas_per_sm(model: KernelModel, target: Target) -> int:

@@ -34,7 +34,7 @@ def test_an_estimate_is_term_by_term_and_says_it_is_uncalibrated() -> None:
     assert est.calibrated is False and any("uncalibrated" in x for x in est.notes)
     assert [x.kernel for x in est.launches] == ["centroid_norms", "assign"]
     assign = est.launches[1]
-    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "latency", "launch",
+    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "stall", "latency", "launch",
                                  "waves"}  # fmt: skip
     # the time is the throughput bound plus every overhead term, wave quantization included
     throughput = max(assign.terms[k] for k in ("dram", "l2", "shared", "tensor", "fp32", "issue"))
@@ -124,3 +124,24 @@ def test_a_persistent_grid_of_one_cta_per_sm_loses_nothing_to_quantization() -> 
     ragged = _estimate("naive", {**CELL, "B": 1, "N": 128 * 133}).launches[1]
     assert ragged.ctas == 133 and ragged.terms["waves"] > 0.9 * max(
         ragged.terms[k] for k in ("dram", "l2", "shared", "tensor", "fp32", "issue"))  # fmt: skip
+
+
+def test_a_global_read_the_epilogue_waits_for_is_a_stall_on_the_consumers_path() -> None:
+    """hopper.cake's consumers read the centroid norms from a pipe stage; reading them from global memory
+    instead (measured 18% slower on the H200) waits one round trip per centroid tile of the busiest CTA,
+    once for both consumer warpgroups: 63 row tiles x 8 centroid tiles."""
+    text = (SCHEDULES / "hopper.cake").read_text()
+    edits = [("  smem csq: f32[S][BN]\n", ""), ("consumers of cs, csq", "consumers of cs"),
+             ("        tma.load csq[s] <- c_sq[b, kt * BN : +BN]\n", ""),
+             ("csq[s], base=kt * BN, scale=-2.0, limit=K", "c_sq[b, kt * BN : +BN], base=kt * BN, scale=-2.0, oob=skip")]  # fmt: skip
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    reg = plugins.registry()
+    cand = pipeline.Candidate(pipeline.load_text(text), reg.get("targets", "h200"))
+    direct = reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, CELL).launches[1]
+    piped = _estimate("hopper").launches[1]
+    assert piped.terms["stall"] == 0
+    clocks = reg.get("targets", "h200").boost_clock_mhz * 1e3  # per ms
+    assert direct.terms["stall"] == pytest.approx(63 * 8 * 780 / clocks)
+    assert direct.ms > piped.ms + 0.9 * direct.terms["stall"]

@@ -1,5 +1,6 @@
 """cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
-staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing)."""
+staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing,
+epilogue overlap, split reduction)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from collections.abc import Callable
 from cake_core.hookspecs import hookimpl
 from cake_core.loop.tactic import Tactic
 
+from cake_tactics_core.overlap import EpilogueOverlap
 from cake_tactics_core.persistent import Persistent
 from cake_tactics_core.pipe_operand import PipeOperand
 from cake_tactics_core.registers import Registers
 from cake_tactics_core.ring_depth import RingDepth
 from cake_tactics_core.smem_layout import SmemLayout
+from cake_tactics_core.split import SplitReduction
 from cake_tactics_core.staging import Staging
 from cake_tactics_core.tensorize import Tensorize
 from cake_tactics_core.tile_shapes import TileShapes
@@ -20,8 +23,8 @@ from cake_tactics_core.warp_specialize import WarpSpecialize
 from cake_tactics_core.wgmma import Wgmma
 
 __all__ = [
-    "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "Staging", "Tensorize", "TileShapes",
-    "WarpSpecialize", "Wgmma", "cake_register_tactics",
+    "EpilogueOverlap", "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "SplitReduction", "Staging",
+    "Tensorize", "TileShapes", "WarpSpecialize", "Wgmma", "cake_register_tactics",
 ]
 
 
@@ -29,5 +32,5 @@ __all__ = [
 def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
     for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), Wgmma(),
-                   PipeOperand(), Persistent(), Registers()):  # fmt: skip
+                   PipeOperand(), Persistent(), Registers(), EpilogueOverlap(), SplitReduction()):  # fmt: skip
         register(tactic)

@@ -1,12 +1,14 @@
-"""The ``smem-layout`` tactic: change the row padding of a shared buffer.
+"""The ``smem-layout`` tactic: change the row padding or the swizzle of a shared buffer.
 
-Padding adds elements at the end of every row of a shared buffer (``smem xs: T[BM, D] pad 8``); it moves
-rows across banks and never changes a value (the interpreter's tiles are logical), so it keeps the
-kernel's meaning. The offered pads keep every row start 16-byte aligned, which ``cp.async`` and
-``ldmatrix`` need: 0, 1 and 2 times 16 bytes of the buffer's element type, the current one left out.
-Only unswizzled buffers that no ``tma.*`` or ``wgmma`` operation touches and no pipe names are offered:
-a TMA box and a wgmma descriptor read dense, swizzled rows. Swizzles are not offered: ``cp.async`` and
-``ldmatrix`` do not lower swizzled buffers yet, and wgmma operands take 128B only (see the README).
+Padding adds elements at the end of every row of a shared buffer (``smem xs: T[BM, D] pad 8``); a swizzle
+(``swizzle 64B``) permutes the 16-byte chunks of every row by the row's position. Both move rows across banks and
+never change a value (the interpreter's tiles are logical), so they keep the kernel's meaning. The offered pads
+keep every row start 16-byte aligned, which ``cp.async`` and ``ldmatrix`` need: 0, 1 and 2 times 16 bytes of the
+buffer's element type. The offered swizzles are 32B, 64B and 128B where a row is whole panels of that width;
+a swizzled buffer has no padding, and every operation touching it must address the swizzle (``cp.async`` and
+``ldmatrix`` do; CR120 refuses the rest, so such offers are not made). The current layout is left out. Only
+buffers that no ``tma.*`` or ``wgmma`` operation touches and no pipe names are offered: a TMA box and a wgmma
+descriptor fix their layout (wgmma operands take 128B only).
 """
 
 from __future__ import annotations
@@ -29,22 +31,28 @@ DENSE_OPS = ("tma.", "wgmma")
 
 
 def paddable(kernel: n.Kernel) -> list[str]:
-    """The kernel's shared buffers that may be padded (see the module docstring), in declaration order."""
+    """The kernel's shared buffers whose layout may change (see the module docstring), in declaration order."""
     dense = {b for p in kernel.pipes for b in p.buffers}
     for _role, op in n.walk_ops(kernel):
         if op.name.startswith(DENSE_OPS):
             for e in (*op.outs, *op.ins):
                 dense |= {r.name for r in n.walk_expr(e) if isinstance(r, n.Ref)}
-    return [s.name for s in kernel.smem if s.swizzle is None and s.name not in dense]
+    return [s.name for s in kernel.smem if s.name not in dense]
+
+
+#: bytes of a row of each swizzle's panel
+SWIZZLES = {"32B": 32, "64B": 64, "128B": 128}
 
 
 class SmemLayout:
-    """Set the row padding of one shared buffer: the site is ``kernel.buffer``, the params ``{"pad": n}``."""
+    """Set the row padding or the swizzle of one shared buffer: the site is ``kernel.buffer``, the params
+    ``{"pad": n}`` or ``{"swizzle": "64B"}``."""
 
     name = "smem-layout"
     precondition = (
-        "an unswizzled shared buffer no TMA or wgmma operation reads or writes; the rewrite to a pad of 0, 16 or "
-        "32 bytes of its element type type-checks, fits shared memory, keeps compile-time divisions exact and "
+        "a shared buffer no TMA or wgmma operation reads or writes and no pipe names; the rewrite to a pad of 0, "
+        "16 or 32 bytes of its element type, or to a 32B, 64B or 128B swizzle its rows are whole panels of (every "
+        "access to it then swizzle-aware), type-checks, fits shared memory, keeps compile-time divisions exact and "
         "verifies for the target"
     )
 
@@ -59,23 +67,27 @@ class SmemLayout:
                 elem = {m.smem[buffer].dtype.bytes for m in models}
                 if len(elem) != 1:
                     continue  # the element size differs across specializations: one pad cannot fit them all
-                step = 16 // elem.pop()
+                size = elem.pop()
+                swizzle = {m.smem[buffer].swizzle for m in models}
                 current = {m.smem[buffer].row_stride - m.smem[buffer].shape[-1] for m in models}
-                candidates += [
-                    Application(self.name, f"{kernel.name}.{buffer}", {"pad": pad})
-                    for pad in (0, step, 2 * step)
-                    if current != {pad}
-                ]
+                site = f"{kernel.name}.{buffer}"
+                candidates += [Application(self.name, site, {"pad": pad}) for pad in (0, 16 // size, 32 // size)
+                               if swizzle != {None} or current != {pad}]  # fmt: skip
+                row_bytes = {m.smem[buffer].shape[-1] * size for m in models}
+                candidates += [Application(self.name, site, {"swizzle": name}) for name, width in SWIZZLES.items()
+                               if swizzle != {name} and all(b % width == 0 for b in row_bytes)]  # fmt: skip
         return offered(self, module, target, candidates)
 
     def apply(self, module: n.Module, target: Target, application: Application) -> n.Module:
         kernel_name, buffer = application.site.split(".", 1)
-        pad = int(application.params["pad"])
+        pad = int(application.params.get("pad", 0))
+        swizzle = application.params.get("swizzle")
 
-        def padded(k: n.Kernel) -> n.Kernel:
+        def laid_out(k: n.Kernel) -> n.Kernel:
             smem = tuple(
-                attrs.evolve(s, pad=n.Num(pad, loc=s.loc) if pad else None) if s.name == buffer else s for s in k.smem
+                attrs.evolve(s, pad=n.Num(pad, loc=s.loc) if pad else None, swizzle=swizzle) if s.name == buffer else s
+                for s in k.smem
             )
             return attrs.evolve(k, smem=smem)
 
-        return with_kernel(module, kernel_name, padded)
+        return with_kernel(module, kernel_name, laid_out)

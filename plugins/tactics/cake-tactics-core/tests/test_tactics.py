@@ -70,8 +70,10 @@ CASES = [
     ("kmeans-assign", "ampere", "ring-depth", ["ring-depth@assign.cs(stages=2)", "ring-depth@assign.cs(stages=5)"]),
     ("kmeans-assign", "hopper", "ring-depth", ["ring-depth@assign.cs(stages=2)"]),
     ("knn", "fused_topk", "ring-depth", ["ring-depth@topk.xs(stages=4)"]),
-    ("kmeans-assign", "ampere", "smem-layout", ["smem-layout@assign.xs(pad=0)", "smem-layout@assign.red(pad=4)"]),
-    ("knn", "fused_topk", "smem-layout", ["smem-layout@topk.xs(pad=16)", "smem-layout@topk.sc(pad=0)"]),
+    ("kmeans-assign", "ampere", "smem-layout", ["smem-layout@assign.xs(pad=0)", "smem-layout@assign.red(pad=4)",
+                                                "smem-layout@assign.xs(swizzle=128B)"]),
+    ("knn", "fused_topk", "smem-layout", ["smem-layout@topk.xs(pad=16)", "smem-layout@topk.sc(pad=0)",
+                                          "smem-layout@topk.xs(swizzle=64B)"]),
     ("kmeans-assign", "naive", "staging", ["staging@assign:all:k:c[b, k, :](stages=2)"]),
     ("kmeans-update", "atomic", "staging", ["staging@finalize:all:dc:c[b, t * R : +R, dc * DC : +DC](stages=3)",
                                             "staging@finalize:all:dc:sums[b, t * R : +R, dc * DC : +DC](stages=2)"]),
@@ -161,14 +163,25 @@ def test_smem_layout_pads_rows_by_16_bytes_and_leaves_tma_and_wgmma_buffers_alon
     module, target = _schedule("kmeans-assign", "ampere"), _target()
     t = _tactic("smem-layout")
     keys = [a.key for a in t.applications(module, target)]
-    # xs and cs are bf16/f16 (8 elements = 16 bytes), red is f32 (4); the current pad is left out
+    # xs and cs are bf16/f16 (8 elements = 16 bytes), red is f32 (4); the current pad is left out. Swizzles where
+    # the rows are whole panels (cs's 32-element K chunks are 64 bytes) and every access addresses them: red is
+    # read by plain loads (CR120), and its 8-byte rows make no panel anyway
     assert keys == ["smem-layout@assign.xs(pad=0)", "smem-layout@assign.xs(pad=16)",
+                    "smem-layout@assign.xs(swizzle=32B)", "smem-layout@assign.xs(swizzle=64B)",
+                    "smem-layout@assign.xs(swizzle=128B)",
                     "smem-layout@assign.cs(pad=0)", "smem-layout@assign.cs(pad=16)",
+                    "smem-layout@assign.cs(swizzle=32B)", "smem-layout@assign.cs(swizzle=64B)",
                     "smem-layout@assign.red(pad=4)", "smem-layout@assign.red(pad=8)"]  # fmt: skip
     out = t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 16}))
     assert _smem(out, "assign", "xs").pad == n.Num(16) and _smem(out, "assign", "cs").pad == n.Num(8)
     unpadded = t.apply(module, target, Application("smem-layout", "assign.xs", {"pad": 0}))
     assert _smem(unpadded, "assign", "xs").pad is None
+    swizzled = t.apply(module, target, Application("smem-layout", "assign.xs", {"swizzle": "128B"}))
+    assert (_smem(swizzled, "assign", "xs").swizzle, _smem(swizzled, "assign", "xs").pad) == ("128B", None)
+    # back from a swizzle: a pad drops it
+    again = [a.key for a in t.applications(swizzled, target) if a.site == "assign.xs"]
+    assert again == ["smem-layout@assign.xs(pad=0)", "smem-layout@assign.xs(pad=8)", "smem-layout@assign.xs(pad=16)",
+                     "smem-layout@assign.xs(swizzle=32B)", "smem-layout@assign.xs(swizzle=64B)"]  # fmt: skip
     # the Hopper kernel's buffers are TMA destinations and wgmma operands: nothing to offer
     assert t.applications(_schedule("kmeans-assign", "hopper"), target) == []
 

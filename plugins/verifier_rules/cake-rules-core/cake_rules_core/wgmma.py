@@ -191,9 +191,10 @@ A shared buffer has one layout — its rows, padding and swizzle — and every o
 must address it that way:
 - `wgmma` (any operation needing the `wgmma` feature) reads its shared operands through descriptors
   of K-major, 128B-swizzled tiles: such a buffer is declared `swizzle 128B`;
-- operations that access shared memory through the generic proxy (`ldmatrix`, `cp.async`, stores,
-  loads, reductions — any effect without `async_proxy`) compute plain row-major addresses: they cannot
-  read or write a swizzled buffer, unless their primitive declares `swizzle_aware = True`;
+- operations that access shared memory through the generic proxy (stores, loads, reductions — any
+  effect without `async_proxy`) compute plain row-major addresses: they cannot read or write a swizzled
+  buffer, unless their primitive declares `swizzle_aware = True` (`cp.async` and `ldmatrix` do: their
+  lowering puts and finds each 16-byte chunk where the swizzle does);
 - a swizzled buffer has no padding: TMA and `wgmma` address it as dense 8-row panels;
 - an async-proxy write (a TMA copy) lands dense rows: its destination has no padding either.
 
