@@ -41,6 +41,11 @@ class GlobalView:
     def addr(self, local: Sequence[str]) -> str:
         return f"({self.ptr} + {self.offset(local)})"
 
+    def read_addr(self, local: Sequence[str], cond: str) -> str:
+        """The address of the element at ``local`` where ``cond`` holds, else the tensor's first element:
+        a load from it never faults, so a masked read needs no branch (select what it returns)."""
+        return f"(({cond}) ? {self.addr(local)} : {self.ptr})"
+
     def in_bounds(self, local: Sequence[str]) -> str:
         """C++ condition: the element at ``local`` exists in the tensor."""
         conds = []

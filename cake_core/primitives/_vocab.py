@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
-from cake_core.ir.primitive import Kind, Operand, TypedOp, static_shape
+from cake_core.ir.primitive import Kind, Operand, TypedOp, numel, static_shape
 from cake_core.ir.types import DType
 from cake_core.primitives._common import shape_text
 
@@ -37,6 +37,18 @@ def need_dtype(op: TypedOp, o: Operand, allowed: frozenset[DType], what: str) ->
 def need_rank(op: TypedOp, o: Operand, ranks: tuple[int, ...], what: str) -> Iterator[Diagnostic]:
     if len(o.shape) not in ranks:
         yield codes.TYPES.at(o.expr.loc, f"`{op.op.name}` needs {what}, `{o.name}` is {shape_text(o.shape)}")
+
+
+def need_scratch(op: TypedOp, scratch: Operand, need: int, what: str) -> Iterator[Diagnostic]:
+    """A scratch operand must hold at least ``need`` 32-bit elements (``what`` says what they are for)."""
+    ss = static_shape(scratch)
+    if ss is not None and numel(ss) < need:
+        yield codes.TYPES.at(
+            scratch.expr.loc, f"the scratch `{scratch.name}` holds {numel(ss)} elements; `{op.op.name}` needs "
+            f"{need} ({what})",
+        )  # fmt: skip
+    if scratch.dtype is not None and scratch.dtype.bytes != 4:
+        yield codes.TYPES.at(scratch.expr.loc, "the scratch tile holds 32-bit elements")
 
 
 def rows_cols(o: Operand) -> tuple[int | None, int | None]:

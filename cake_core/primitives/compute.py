@@ -13,9 +13,10 @@ from cake_core.ir.primitive import (
     Slot, TypedOp, masked, numel, static_shape,
 )  # fmt: skip
 from cake_core.lower.cuda import fragment_words
-from cake_core.primitives._lower import DOT8, rows_layout, static_sizes, to_f32
+from cake_core.primitives._lower import DOT8, PAIR_BETTER, rows_layout, static_sizes, to_f32
 from cake_core.ir.types import DType
 from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._vocab import need_scratch
 from cake_core.target import Feature
 
 TILE = {Kind.GLOBAL, Kind.SHARED}
@@ -332,16 +333,9 @@ class ArgminReduce(Primitive):
                 yield codes.TYPES.at(op.op.loc, "combining `mma_rows` partials across warps needs a shared scratch buffer")
                 return
             sp = static_shape(pb)
-            ss = static_shape(scratch)
             wn = ctx.const(pb.layout.args[1]) if pb.layout and len(pb.layout.args) == 2 else 1  # type: ignore[union-attr]
             need = 2 * numel(sp) * (wn or 1) if sp else 0
-            if sp and ss and numel(ss) < need:
-                yield codes.TYPES.at(
-                    scratch.expr.loc, f"the scratch buffer holds {numel(ss)} elements; the reduction needs "
-                    f"{need} (a value and an index per row and warp column)",
-                )  # fmt: skip
-            if scratch.dtype is not None and scratch.dtype.bytes != 4:
-                yield codes.TYPES.at(scratch.expr.loc, "the scratch buffer holds 32-bit elements")
+            yield from need_scratch(op, scratch, need, "a value and an index per row and warp column")
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("best", x.read("part_best").reshape(static_shape(op.outs[0])))
@@ -350,7 +344,7 @@ class ArgminReduce(Primitive):
     def lower(self, op: TypedOp, ctx) -> None:
         best, index, pb, pi = (ctx.rview(o) for o in op.outs + op.ins[:2])
         layout = pb.layout
-        ctx.helper("argmin_better", _BETTER)
+        ctx.helper("argmin_better", PAIR_BETTER)
         if layout.name == "wgmma_rows":
             # the four threads of a quad hold the same rows: combine them with shuffles, in place
             for slot in range(layout.regs_per_thread):
@@ -398,14 +392,6 @@ class ArgminReduce(Primitive):
         ctx.line(f"  {best.name}[cake_j] = cake_v; {index.name}[cake_j] = cake_x;")
         ctx.line("}")
         ctx.line(ctx.sync_instance())
-
-
-_BETTER = r"""
-// (v, x) beats (bv, bx): a smaller value, or an equal one with a smaller valid index
-__device__ __forceinline__ bool cake_argmin_better(float v, int x, float bv, int bx) {
-  return v < bv || (v == bv && (unsigned)x < (unsigned)bx);
-}
-"""
 
 
 def _row_reduce(op: TypedOp, ctx, a_op, v_op) -> None:

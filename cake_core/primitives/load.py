@@ -4,7 +4,9 @@ The counterpart of :class:`cake_core.primitives.memory.Store`. Kernels that scat
 ``atomic.add`` or divide rows with ``rowdiv`` keep their data in `rows` tiles; the tensor-core paths
 keep using ``cp.async`` / ``tma.load`` into shared memory and ``ldmatrix``.
 
-Lowering: not yet (``NotLowerable``); the interpreter runs it.
+Lowering: each thread reads the elements of its rows one by one (converted to the register type,
+16-bit floats widened to f32), out-of-bounds elements of a masked global tile replaced by 0 or
+``value`` without being read; shared tiles must not be swizzled.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import (
     Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature, Slot,
-    TypedOp, numel, static_shape,
+    TypedOp, masked, numel, static_shape,
 )  # fmt: skip
+from cake_core.lower.cuda import fragment_words
+from cake_core.lower.tiles import GlobalView, SharedView
 from cake_core.primitives._common import need_static, same_numel
+from cake_core.primitives._lower import convert, rows_elements, static_sizes, unravel
 from cake_core.primitives._vocab import need_layout
 
 _OOB = AttrSpec(
@@ -35,7 +40,7 @@ class Load(Primitive):
         "Copies `src` into `dst` element by element in row-major order (the tiles have as many elements), "
         "converting between float types or between integer types. With `oob=zero` elements outside "
         "`src`'s tensor read as 0, with `oob=fill` as `value` (an index tile loaded with `value=-1` marks "
-        "the rows past a ragged edge, which a masked `atomic.add` then skips). Lowered later."
+        "the rows past a ragged edge, which a masked `atomic.add` then skips)."
     )
     signature = Signature(
         outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
@@ -65,7 +70,24 @@ class Load(Primitive):
         x.write("dst", v.reshape(static_shape(op.outs[0])))
 
     def lower(self, op: TypedOp, ctx) -> None:
-        raise NotLowerable("`load` into a `rows` register tile is lowered later")
+        dst, src = op.outs[0], op.ins[0]
+        reg = ctx.rview(dst)
+        view = ctx.gview(src) if src.kind is Kind.GLOBAL else ctx.sview(src)
+        if isinstance(view, SharedView) and view.swizzle:
+            raise NotLowerable("`load` from a swizzled shared buffer is not lowered")
+        sizes = static_sizes(view)
+        ctype = fragment_words(reg)[0]
+        oob = op.attr("oob")
+        fill = ctx.c(op.attr("value")) if oob is not None and getattr(oob, "id", None) == "fill" else "0"
+        with rows_elements(ctx, reg) as e:
+            local = unravel(e.flat, sizes)
+            cond = ([e.exists] if e.exists else []) + (
+                [view.in_bounds(local)] if isinstance(view, GlobalView) and masked(op) else []
+            )
+            ok = " && ".join(cond)
+            addr = view.read_addr(local, ok) if ok and isinstance(view, GlobalView) else view.addr(local)
+            value = convert(f"*{addr}", src.dtype, dst.dtype)
+            ctx.line(f"    {reg.name}[{e.slot}] = " + (f"({ok}) ? ({ctype})({value}) : ({ctype})({fill});" if ok else f"{value};"))
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         src = op.ins[0]

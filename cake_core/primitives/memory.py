@@ -11,7 +11,8 @@ from cake_core.ir.primitive import (
     Slot, TypedOp, masked, numel, static_shape,
 )  # fmt: skip
 from cake_core.primitives._common import need_static, same_dtype, same_numel, shape_text
-from cake_core.primitives._lower import from_f32, rows_layout, static_sizes, unravel
+from cake_core.lower.tiles import SharedView
+from cake_core.primitives._lower import const_attr, from_f32, mma_acc_elements, rows_elements, static_sizes, unravel
 from cake_core.target import Feature
 
 OOB_LOAD = AttrSpec("oob", "word", choices=("zero", "none"), doc="out-of-bounds elements read as zero")
@@ -43,40 +44,36 @@ class Store(Primitive):
 
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src = op.outs[0], op.ins[0]
-        if dst.kind is not Kind.GLOBAL:
-            raise NotLowerable("stores to shared memory are not lowered yet")
-        view = ctx.gview(dst)
+        view = ctx.gview(dst) if dst.kind is Kind.GLOBAL else ctx.sview(dst)
+        if isinstance(view, SharedView) and view.swizzle:
+            raise NotLowerable("stores to a swizzled shared buffer are not lowered")
         reg = ctx.rview(src)
         sizes = static_sizes(view)
-        is_masked = masked(op)
+        is_masked = masked(op) and dst.kind is Kind.GLOBAL
+
+        def value(slot: str) -> str:
+            return f"{reg.name}[{slot}]" if src.dtype == dst.dtype else from_f32(f"{reg.name}[{slot}]", dst.dtype)
+
+        def put(cond: list[str], local: list[str], slot: str, indent: str = "") -> None:
+            cond = cond + ([view.in_bounds(local)] if is_masked else [])  # type: ignore[union-attr]
+            guard = f"if ({' && '.join(cond)}) " if cond else ""
+            ctx.line(f"{indent}{guard}*{view.addr(local)} = {value(slot)};")
+
         if reg.layout.name == "wgmma_rows":
             # rows g and g+8 of each warp's 16 of every 64-row block, held alike by the quad: one writes
             for slot in range(reg.layout.regs_per_thread):
                 blk, h = divmod(slot, 2)
                 row = f"{blk * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}"
-                local = unravel(row, sizes)
-                cond = [f"({ctx.lane} & 3) == 0"] + ([view.in_bounds(local)] if is_masked else [])
-                value = f"{reg.name}[{slot}]" if src.dtype == dst.dtype else from_f32(f"{reg.name}[{slot}]", dst.dtype)
-                ctx.line(f"if ({' && '.join(cond)}) *{view.addr(local)} = {value};")
+                put([f"({ctx.lane} & 3) == 0"], unravel(row, sizes), str(slot))
             return
-        per_thread, cols, rows = rows_layout(reg)
-        j, cc = ctx.fresh("j"), ctx.fresh("c")
-        ctx.line("#pragma unroll")
-        ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
-        ctx.line(f"  const int cake_r = {ctx.itid} + {ctx.threads} * {j};")
-        ctx.line("  #pragma unroll")
-        ctx.line(f"  for (int {cc} = 0; {cc} < {cols}; ++{cc}) {{")
-        local = unravel(f"cake_r * {cols} + {cc}", sizes)
-        cond = [f"cake_r < {rows}"] if rows % ctx.threads else []
-        if is_masked:
-            cond.append(view.in_bounds(local))
-        value = from_f32(f"{reg.name}[{j} * {cols} + {cc}]", dst.dtype) if src.dtype != dst.dtype else (
-            f"{reg.name}[{j} * {cols} + {cc}]"
-        )
-        guard = f"if ({' && '.join(cond)}) " if cond else ""
-        ctx.line(f"    {guard}*{view.addr(local)} = {value};")
-        ctx.line("  }")
-        ctx.line("}")
+        if reg.layout.name == "mma_acc":
+            if len(sizes) != 2:
+                raise NotLowerable("an `mma_acc` tile is stored into a [rows, columns] tile")
+            for slot, row, col in mma_acc_elements(ctx, reg):
+                put([], [row, col], str(slot))
+            return
+        with rows_elements(ctx, reg) as e:
+            put([e.exists] if e.exists else [], unravel(e.flat, sizes), e.slot, "    ")
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst = op.outs[0]
@@ -120,7 +117,7 @@ class CpAsync(Primitive):
         sizes = static_sizes(sh)
         if len(sizes) not in (1, 2):
             raise NotLowerable("cp.async copies tiles of rank 1 or 2")
-        nbytes = _const_attr(op, ctx, "bytes", 16)
+        nbytes = const_attr(op, ctx, "bytes", 16)
         if sh.swizzle and nbytes != 16:
             raise NotLowerable("cp.async into a swizzled buffer copies whole 16-byte chunks (`bytes=16`)")
         elem = dst.dtype.bytes if dst.dtype else 2
@@ -183,7 +180,7 @@ class CpAsyncWait(Primitive):
         pass  # the interpreter completes groups itself
 
     def lower(self, op: TypedOp, ctx) -> None:
-        pending = _const_attr(op, ctx, "pending", 0)
+        pending = const_attr(op, ctx, "pending", 0)
         ctx.line(f'asm volatile("cp.async.wait_group {pending};" ::: "memory");')
 
 
@@ -262,18 +259,6 @@ class LdMatrix(Primitive):
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         src = op.ins[0]
         return CostTerms(shared_bytes=numel(static_shape(src) or (0,)) * 2)
-
-
-def _const_attr(op: TypedOp, ctx, key: str, default: int) -> int:
-    from cake_core.ir.exprs import try_int
-
-    e = op.attr(key)
-    if e is None:
-        return default
-    v = try_int(e, ctx.model.env)
-    if v is None:
-        raise NotLowerable(f"attribute `{key}` must be known at compile time")
-    return v
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (Store, CpAsync, CpAsyncCommit, CpAsyncWait, LdMatrix)

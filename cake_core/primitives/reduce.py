@@ -27,8 +27,12 @@ addition rounded to ``dst``'s type (fp32 for f32); operations of different role 
 the order the interpreter's (seeded) scheduler runs them. On a GPU the order of atomics varies from
 run to run, so float sums differ by rounding between runs; integer sums (counts) never do.
 
-Lowering: all three raise ``NotLowerable`` for now — they are lowered later (``red.global.add.f32`` /
-``atomicAdd`` per element, a warp-segmented scan before the atomics, one division per element).
+Lowering: ``atomic.add`` is one ``red.global.add`` / ``red.shared.add`` per element (``.f32``,
+``.f64``, ``.s32``, ``.u32``), each thread adding the rows it holds; with ``oob=skip`` a row whose
+index is negative or not below ``dst``'s rows, and an element outside ``dst``'s tensor, is not added.
+``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
+the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
+correctly rounded fp32 division per element (``__fdiv_rn``).
 """
 
 from __future__ import annotations
@@ -44,11 +48,17 @@ from cake_core.ir.primitive import (
     Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive,
     Signature, Slot, TILES, TypedOp, numel, static_shape,
 )  # fmt: skip
+from cake_core.ir.primitive import masked
 from cake_core.ir.types import DType
+from cake_core.lower.cuda import storage
+from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._lower import convert, rows_elements, rows_layout, static_sizes, to_f32, unravel
 from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank, rows_cols
 
 _ATOMIC_TYPES = frozenset({DType.F32, DType.F64, DType.I32, DType.U32})
+#: PTX type and asm constraint of the atomic add into each destination type
+_RED_TYPES = {DType.F32: ("f32", "f"), DType.F64: ("f64", "d"), DType.I32: ("s32", "r"), DType.U32: ("u32", "r")}
 _OOB_SKIP = AttrSpec(
     "oob", "word", choices=("skip", "none"),
     doc="rows whose index lies outside `dst` are skipped; without it such an index faults",
@@ -113,7 +123,54 @@ class _ScatterAdd(Primitive):
         x.write("dst", dst.reshape(dst_shape))
 
     def lower(self, op: TypedOp, ctx) -> None:
-        raise NotLowerable(f"`{self.name}` is lowered later (an atomic add per element)")
+        dst, src, index = op.outs[0], op.ins[0], op.ins[1]
+        view = ctx.gview(dst) if dst.kind is Kind.GLOBAL else ctx.sview(dst)
+        if isinstance(view, SharedView) and view.swizzle:
+            raise NotLowerable("atomics into a swizzled shared buffer are not lowered")
+        if dst.dtype not in _RED_TYPES:
+            raise NotLowerable(f"no atomic add for `{dst.dtype}`")
+        vals, keys = ctx.rview(src), ctx.rview(index)
+        per_thread, _, rows = rows_layout(vals)
+        if rows_layout(keys)[0] != per_thread:
+            raise NotLowerable("values and indices must spread over the threads alike")
+        ptx, constraint = _RED_TYPES[dst.dtype]
+        space = "global" if dst.kind is Kind.GLOBAL else "shared"
+        key, ok, run = ctx.fresh("key"), ctx.fresh("ok"), ctx.fresh("run")
+        lane = ctx.lane
+
+        def per_row(r: str, j: str) -> str:
+            exists = f"{r} < {rows}" if rows % ctx.threads else "true"
+            # the row's index; one outside `dst` (with oob=skip) or of a row past the tile adds nothing
+            lines = [f"const int {key} = ({exists}) ? (int)({keys.name}[{j}]) : -1;"]
+            inside = f" && (unsigned){key} < (unsigned)({view.sizes[0]})" if masked(op) else ""
+            lines.append(f"const bool {ok} = ({exists}){inside};")
+            if self.segmented:
+                # the lanes of a warp hold consecutive rows: a run of equal indices starts at `run`
+                # (its head, the highest at or below this lane) and ends where the next lane's differs
+                lines += [
+                    f"const int {run}_prev = __shfl_up_sync(0xffffffffu, {key}, 1);",
+                    f"const int {run}_next = __shfl_down_sync(0xffffffffu, {key}, 1);",
+                    f"const unsigned {run}_heads = __ballot_sync(0xffffffffu, {lane} == 0 || {run}_prev != {key});",
+                    f"const int {run} = 31 - __clz({run}_heads & (0xffffffffu >> (31 - {lane})));",
+                    f"const bool {run}_last = {lane} == 31 || {run}_next != {key};",
+                ]
+            return "\n".join(lines)
+
+        with rows_elements(ctx, vals, per_row) as e:
+            local = [key, e.col] if len(view.sizes) == 2 else [key]
+            cond = [ok] + ([view.in_bounds(local)] if masked(op) and isinstance(view, GlobalView) else [])
+            value = convert(f"{vals.name}[{e.slot}]", src.dtype, dst.dtype)
+            if self.segmented:
+                # each lane's inclusive sum over its run so far (a segmented scan); the run's last lane adds it
+                ctype = storage(dst.dtype)
+                ctx.line(f"    {ctype} cake_v = {e.exists or 'true'} ? ({ctype})({value}) : ({ctype})0;")
+                for off in (1, 2, 4, 8, 16):
+                    ctx.line(f"    {{ const {ctype} o = __shfl_up_sync(0xffffffffu, cake_v, {off}); "
+                             f"if ({lane} >= {run} + {off}) cake_v += o; }}")  # fmt: skip
+                value, cond = "cake_v", [f"{run}_last"] + cond
+            addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
+            ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
+                     f'"{constraint}"({value}) : "memory");')  # fmt: skip
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst, src = op.outs[0], op.ins[0]
@@ -134,7 +191,7 @@ class AtomicAdd(_ScatterAdd):
         "a global tensor or a shared buffer, of f32, f64, i32 or u32; its effect is an atomic read-modify-"
         "write, which does not race with other atomics but does with plain accesses. With `oob=skip`, rows "
         "whose index is outside `dst` (an index tile loaded with `oob=fill, value=-1` past a ragged edge) are "
-        "skipped; without it they fault. Lowered later."
+        "skipped; without it they fault."
     )
     signature = Signature(
         outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
@@ -155,8 +212,8 @@ class SegmentAdd(_ScatterAdd):
         "consecutive `keys`; each run is summed (in `dst`'s type) and added once to `dst[key]`. Same result "
         "as `atomic.add` up to the order of float additions; far fewer atomics when rows come sorted by key. "
         "Same effects, masking and faults as `atomic.add`. Its cost terms charge one atomic per row, an "
-        "upper bound (the runs are not known statically). Lowered later (a warp-segmented scan, then one "
-        "atomic per run)."
+        "upper bound (the runs are not known statically). Lowered as a segmented scan by shuffles within "
+        "each warp's 32 consecutive rows, then one atomic per run and warp."
     )
     signature = Signature(
         outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
@@ -173,8 +230,7 @@ class RowDiv(Primitive):
     doc = (
         "The division of a segmented sum by its count, in fp32: `num` [R, C] (or [R]) floats, `den` [R] "
         "counts (integer or float), `fallback` [R, C] what a row with `den[r] == 0` gets (zero when not "
-        "given). Memory operands are read with `oob=zero` (elements outside read as 0: such rows fall back). "
-        "Lowered later."
+        "given). Memory operands are read with `oob=zero` (elements outside read as 0: such rows fall back)."
     )
     signature = Signature(
         outs=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
@@ -222,7 +278,12 @@ class RowDiv(Primitive):
         x.write("dst", out.reshape(static_shape(op.outs[0])))
 
     def lower(self, op: TypedOp, ctx) -> None:
-        raise NotLowerable("`rowdiv` is lowered later")
+        dst = ctx.rview(op.outs[0])
+        den = ctx.fresh("den")
+        with rows_elements(ctx, dst, lambda r, j: f"const float {den} = {_element(op, ctx, 1, dst, r, j)};") as e:
+            num = _element(op, ctx, 0, dst, e.flat, e.slot)
+            other = _element(op, ctx, 2, dst, e.flat, e.slot) if len(op.ins) > 2 else "0.0f"
+            ctx.line(f"    {dst.name}[{e.slot}] = {den} != 0.0f ? __fdiv_rn({num}, {den}) : {other};")
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         elems = numel(static_shape(op.outs[0]) or (0,))
@@ -231,6 +292,26 @@ class RowDiv(Primitive):
         sbytes = sum(numel(static_shape(o) or (0,)) * (o.dtype.bytes if o.dtype else 4)
                      for o in op.ins if o.kind is Kind.SHARED)  # fmt: skip
         return CostTerms(flops=float(elems), global_bytes=gbytes, shared_bytes=sbytes)
+
+
+def _element(op: TypedOp, ctx, i: int, dst: RegView, flat: str, slot: str) -> str:
+    """C++ f32 value of element ``flat`` of input ``i`` of ``op``, read by the thread that holds element
+    ``flat`` (register slot ``slot``) of the `rows` tile ``dst``: a masked global element outside its
+    tensor reads 0; a register input must be a `rows` tile of as many rows as ``dst``."""
+    o = op.ins[i]
+    if o.kind is Kind.REGISTERS:
+        reg = ctx.rview(o)
+        if reg.layout.name != "rows" or reg.layout.shape[0] != dst.layout.shape[0]:
+            raise NotLowerable(f"`{o.name}` must be a `rows` tile of {dst.layout.shape[0]} rows")
+        return to_f32(f"{reg.name}[{slot}]", o.dtype)
+    view = ctx.gview(o) if o.kind is Kind.GLOBAL else ctx.sview(o)
+    if isinstance(view, SharedView) and view.swizzle:
+        raise NotLowerable("reads of a swizzled shared buffer are not lowered")
+    local = unravel(flat, static_sizes(view))
+    if isinstance(view, GlobalView) and masked(op):
+        ok = view.in_bounds(local)
+        return f"(({ok}) ? {to_f32(f'*{view.read_addr(local, ok)}', o.dtype)} : 0.0f)"
+    return to_f32(f"*{view.addr(local)}", o.dtype)
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, RowDiv)

@@ -23,8 +23,13 @@ The tile comes from a `rows` register tile or from shared memory (an ``mma.sync`
 accumulator is stored there first). Folding a fragment accumulator in place needs a per-row state of
 ``K`` values in a fragment layout, which the layouts do not have yet.
 
-Lowering: both raise ``NotLowerable`` for now — lowered later (an insertion into a sorted register
-list per candidate that beats the K-th; warp shuffles between the ``P`` threads of a row).
+Lowering: a candidate that beats a list's K-th pair takes its place and moves up by compare-and-swap
+(constant indices: the lists stay in registers; the lowering relies on the lists being sorted, as
+``fill`` and ``topk.update`` leave them). ``topk.update`` folds a `rows` register tile (``split=1``) or
+a shared tile. ``topk.reduce`` reads shared partials directly; register partials of ``P`` threads per
+row (``P`` a power of two up to 32, neighbouring lanes) merge by warp shuffles, and the merged list
+reaches the thread that holds the row through ``scratch``, a shared tile of at least ``2 * R * k``
+32-bit words (with ``P = 1`` in the same threads, no scratch is needed).
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ from cake_core.ir.primitive import (
     Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature, Slot,
     TypedOp, numel, static_shape,
 )  # fmt: skip
+from cake_core.ir.primitive import masked
 from cake_core.ir.types import DType
+from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
-from cake_core.primitives._vocab import need_dtype, need_layout
+from cake_core.primitives._lower import PAIR_BETTER, const_attr, rows_layout, static_sizes, to_f32, unravel
+from cake_core.primitives._vocab import need_dtype, need_layout, need_scratch
 
 _F32 = frozenset({DType.F32})
 _I32 = frozenset({DType.I32})
@@ -65,7 +73,7 @@ class TopkUpdate(Primitive):
         "Score of column j of row r: `bias[j] + scale * tile[r, j]`, index `base + j`. With `split=P`, the "
         "state `[R * P, k]` keeps, in row `r * P + p`, the k best of the columns with `j % P == p`. Lists "
         "stay sorted by (value, unsigned index); columns with out-of-bounds bias (`oob=skip`), with "
-        "`base + j >= limit`, or with a NaN score are never candidates. Lowered later."
+        "`base + j >= limit`, or with a NaN score are never candidates."
     )
     signature = Signature(
         outs=[Slot("vals", {Kind.REGISTERS}, Access.READWRITE, doc="f32 [R * split, k], `rows` layout"),
@@ -150,7 +158,51 @@ class TopkUpdate(Primitive):
         x.write("idx", idx.reshape(static_shape(op.outs[1])))
 
     def lower(self, op: TypedOp, ctx) -> None:
-        raise NotLowerable("`topk.update` is lowered later (a sorted insertion per candidate that beats the k-th)")
+        vals, idx, tile, bias = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
+        vr, ir = ctx.rview(vals), ctx.rview(idx)
+        k, split = const_attr(op, ctx, "k", 1), const_attr(op, ctx, "split", 1)
+        per_thread, _, state_rows = rows_layout(vr)
+        bview = ctx.gview(bias) if bias.kind is Kind.GLOBAL else ctx.sview(bias)
+        base = ctx.c(op.attr("base"))
+        scale = ctx.c(op.attr("scale")) if op.attr("scale") is not None else "1.0f"
+        limit = ctx.c(op.attr("limit")) if op.attr("limit") is not None else None
+        _insert_helpers(ctx)
+
+        def candidate(j: str, col: str, value: str, indent: str) -> None:
+            conds = ([bview.in_bounds([col])] if isinstance(bview, GlobalView) and masked(op) else []) + (
+                [f"{base} + {col} < {limit}"] if limit else []
+            )
+            ok = " && ".join(conds) or "true"
+            addr = bview.read_addr([col], ok) if conds and isinstance(bview, GlobalView) else bview.addr([col])
+            ctx.line(f"{indent}{{ const bool cake_ok = {ok};")
+            ctx.line(f"{indent}  const float cake_s = fmaf({scale}, {value}, {to_f32(f'*{addr}', bias.dtype)});")
+            ctx.line(f"{indent}  if (cake_ok && cake_s == cake_s) cake_topk_insert<{k}>(&{vr.name}[{j} * {k}], "
+                     f"&{ir.name}[{j} * {k}], cake_s, {base} + {col}); }}")  # fmt: skip
+
+        j, s_ = ctx.fresh("j"), ctx.fresh("s")
+        ctx.line("#pragma unroll")
+        ctx.line(f"for (int {j} = 0; {j} < {per_thread}; ++{j}) {{")
+        ctx.line(f"  const int {s_} = {ctx.itid} + {ctx.threads} * {j};")
+        ctx.line(f"  if ({s_} < {state_rows}) {{")
+        if tile.kind is Kind.REGISTERS:
+            tr = ctx.rview(tile)
+            t_per, cols, t_rows = rows_layout(tr)
+            if split != 1 or t_rows != state_rows:
+                raise NotLowerable("a register tile folds into lists of its own rows (`split=1`); store it to "
+                                   "shared memory to split its columns over threads")  # fmt: skip
+            for c in range(cols):
+                candidate(j, str(c), f"{tr.name}[{j} * {cols} + {c}]", "    ")
+        else:
+            sv = ctx.sview(tile)
+            if sv.swizzle:
+                raise NotLowerable("`topk.update` from a swizzled shared tile is not lowered")
+            rows, cols = static_sizes(sv)
+            c = ctx.fresh("c")
+            ctx.line("    #pragma unroll 1")
+            ctx.line(f"    for (int {c} = {s_} % {split}; {c} < {cols}; {c} += {split})")
+            candidate(j, c, f"*{sv.addr([f'{s_} / {split}', c])}", "      ")
+        ctx.line("  }")
+        ctx.line("}")
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         tile = op.ins[0]
@@ -166,13 +218,18 @@ class TopkReduce(Primitive):
         "`part_vals`/`part_idx` are `[R * P, KP]` (the P lists of a split state) or `[S, R * P, KP]` (S "
         "such states, e.g. one per role instance in a staged shared buffer); the k best pairs of row r "
         "over all its S * P * KP candidates, by (value, unsigned index), land in `vals`/`idx` `[R, k]`, "
-        "sorted. Lowered later (shuffles among the P threads of a row, a pass over shared partials)."
+        "sorted. Register partials split over P > 1 threads merge by shuffles and pass through `scratch` "
+        "(shared, at least 2 * R * k 32-bit words, written and read here: order it with the tile's other "
+        "uses by barriers)."
     )
     signature = Signature(
         outs=[Slot("vals", {Kind.REGISTERS}, Access.WRITE, doc="f32 [R, k]"),
               Slot("idx", {Kind.REGISTERS}, Access.WRITE, doc="i32 [R, k]")],
         ins=[Slot("part_vals", {Kind.REGISTERS, Kind.SHARED}, doc="f32 partial lists"),
-             Slot("part_idx", {Kind.REGISTERS, Kind.SHARED}, doc="i32 partial lists")],
+             Slot("part_idx", {Kind.REGISTERS, Kind.SHARED}, doc="i32 partial lists"),
+             Slot("scratch", {Kind.SHARED}, Access.READWRITE, optional=True,
+                  doc="32-bit shared words, at least 2 * R * k: register partials of P > 1 threads per row pass "
+                      "through it to the row's thread")],
         attrs=[AttrSpec("k", "const", required=True, doc="pairs kept per row")],
     )  # fmt: skip
 
@@ -202,6 +259,9 @@ class TopkReduce(Primitive):
         total = numel(sp) // so[0]
         if total < k:
             yield codes.TYPES.at(op.op.loc, f"each row has {total} partial candidates, fewer than k = {k}")
+        scratch = op.ins[2] if len(op.ins) > 2 else None
+        if scratch is not None:
+            yield from need_scratch(op, scratch, 2 * so[0] * k, "a value and an index per row and rank")
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         k = int(x.attr("k"))
@@ -218,12 +278,131 @@ class TopkReduce(Primitive):
         x.write("idx", i)
 
     def lower(self, op: TypedOp, ctx) -> None:
-        raise NotLowerable("`topk.reduce` is lowered later (shuffles between the threads of a row)")
+        vr, ir = ctx.rview(op.outs[0]), ctx.rview(op.outs[1])
+        pv, pi = op.ins[0], op.ins[1]
+        k = const_attr(op, ctx, "k", 1)
+        per_thread, _, rows = rows_layout(vr)
+        _insert_helpers(ctx)
+        if pv.kind is Kind.SHARED:
+            _reduce_shared(ctx, vr, ir, ctx.sview(pv), ctx.sview(pi), k)
+            return
+        tv, tx = ctx.rview(pv), ctx.rview(pi)
+        p_per, kp, p_rows = rows_layout(tv)
+        split = p_rows // rows
+        if split == 1 and p_per == per_thread:
+            # the partials of a row are in the row's own thread
+            for j in range(per_thread):
+                _empty_list(ctx, vr, ir, j, k)
+                for e in range(kp):
+                    ctx.line(f"cake_topk_insert<{k}>(&{vr.name}[{j * k}], &{ir.name}[{j * k}], {tv.name}[{j * kp + e}], "
+                             f"{tx.name}[{j * kp + e}]);")  # fmt: skip
+            return
+        if split & (split - 1) or split > 32 or ctx.threads % split:
+            raise NotLowerable(f"{split} threads per row: a power of two up to 32 is merged by shuffles")
+        if len(op.ins) < 3:
+            raise NotLowerable(f"merging the lists of {split} threads per row needs a shared `scratch` of "
+                               f"{2 * rows * k} 32-bit words (a third operand)")  # fmt: skip
+        scratch = ctx.sview(op.ins[2])
+        if scratch.swizzle:
+            raise NotLowerable("a swizzled scratch tile is not lowered")
+        sizes = static_sizes(scratch)
+        as_f32 = op.ins[2].dtype is DType.F32
+
+        def word(row: str, e: str) -> str:
+            return f"{scratch.addr(unravel(f'({row}) * {2 * k} + {e}', sizes))}"
+
+        ctx.line("{")
+        ctx.line(f"  float cake_mv[{k}]; int cake_mx[{k}]; float cake_ov[{k}]; int cake_ox[{k}];")
+        for j in range(p_per):
+            ctx.line(f"  #pragma unroll\n  for (int e = 0; e < {k}; ++e) {{ cake_mv[e] = __int_as_float(0x7f800000); "
+                     "cake_mx[e] = -1; }")  # fmt: skip
+            for e in range(kp):
+                ctx.line(f"  cake_topk_insert<{k}>(cake_mv, cake_mx, {tv.name}[{j * kp + e}], {tx.name}[{j * kp + e}]);")
+            off = split // 2
+            while off:
+                ctx.line("  #pragma unroll")
+                ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ cake_ov[e] = __shfl_xor_sync(0xffffffffu, cake_mv[e], {off}); "
+                         f"cake_ox[e] = __shfl_xor_sync(0xffffffffu, cake_mx[e], {off}); }}")  # fmt: skip
+                ctx.line("  #pragma unroll")
+                ctx.line(f"  for (int e = 0; e < {k}; ++e) cake_topk_insert<{k}>(cake_mv, cake_mx, cake_ov[e], cake_ox[e]);")
+                off //= 2
+            s_ = f"({ctx.itid} + {ctx.threads * j})"
+            v_w = "cake_mv[e]" if as_f32 else "__float_as_int(cake_mv[e])"
+            x_w = "__int_as_float(cake_mx[e])" if as_f32 else "cake_mx[e]"
+            ctx.line(f"  if ({s_} % {split} == 0 && {s_} < {p_rows}) {{")
+            ctx.line("    #pragma unroll")
+            ctx.line(f"    for (int e = 0; e < {k}; ++e) {{ *{word(f'{s_} / {split}', 'e')} = {v_w}; "
+                     f"*{word(f'{s_} / {split}', f'{k} + e')} = {x_w}; }}")  # fmt: skip
+            ctx.line("  }")
+        ctx.line("}")
+        ctx.line(ctx.sync_instance())
+        v_r = "{}" if as_f32 else "__int_as_float({})"
+        x_r = "__float_as_int({})" if as_f32 else "{}"
+        for j in range(per_thread):
+            r = f"({ctx.itid} + {ctx.threads * j})"
+            ctx.line(f"if ({r} < {rows}) {{")
+            ctx.line("  #pragma unroll")
+            ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ {vr.name}[{j * k} + e] = {v_r.format('*' + word(r, 'e'))}; "
+                     f"{ir.name}[{j * k} + e] = {x_r.format('*' + word(r, f'{k} + e'))}; }}")  # fmt: skip
+            ctx.line("}")
+        ctx.line(ctx.sync_instance())
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         pv = op.ins[0]
         elems = numel(static_shape(pv) or (0,))
         return CostTerms(flops=float(elems), shared_bytes=8.0 * elems if pv.kind is Kind.SHARED else 0.0)
+
+
+# a candidate that beats the last pair takes its slot and moves up by compare-and-swap; with the loop
+# unrolled every index is a constant, so the lists stay in registers
+_INSERT = r"""
+template <int K>
+__device__ __forceinline__ void cake_topk_insert(float* lv, int* lx, float v, int x) {
+  if (!cake_argmin_better(v, x, lv[K - 1], lx[K - 1])) return;
+  lv[K - 1] = v; lx[K - 1] = x;
+  #pragma unroll
+  for (int i = K - 1; i > 0; --i) {
+    if (cake_argmin_better(lv[i], lx[i], lv[i - 1], lx[i - 1])) {
+      const float tv = lv[i]; lv[i] = lv[i - 1]; lv[i - 1] = tv;
+      const int tx = lx[i]; lx[i] = lx[i - 1]; lx[i - 1] = tx;
+    }
+  }
+}
+"""
+
+
+def _insert_helpers(ctx) -> None:
+    ctx.helper("argmin_better", PAIR_BETTER)
+    ctx.helper("topk_insert", _INSERT)
+
+
+def _empty_list(ctx, vr: RegView, ir: RegView, j: int | str, k: int) -> None:
+    """Set list ``j`` of the result ``vr``/``ir`` to empty slots ``(inf, -1)``."""
+    ctx.line("#pragma unroll")
+    ctx.line(f"for (int e = 0; e < {k}; ++e) {{ {vr.name}[{j} * {k} + e] = __int_as_float(0x7f800000); "
+             f"{ir.name}[{j} * {k} + e] = -1; }}")  # fmt: skip
+
+
+def _reduce_shared(ctx, vr: RegView, ir: RegView, sv: SharedView, si: SharedView, k: int) -> None:
+    """Every thread merges the shared partials (``[R * P, KP]`` or ``[S, R * P, KP]``) of its rows."""
+    if sv.swizzle or si.swizzle:
+        raise NotLowerable("`topk.reduce` from a swizzled shared tile is not lowered")
+    per_thread, _, rows = rows_layout(vr)
+    sizes = static_sizes(sv)
+    sets = sizes[0] if len(sizes) == 3 else 1
+    split, kp = sizes[-2] // rows, sizes[-1]
+    for j in range(per_thread):
+        _empty_list(ctx, vr, ir, j, k)
+        r = f"({ctx.itid} + {ctx.threads * j})"
+        ctx.line(f"if ({r} < {rows}) {{")
+        ctx.line(f"  #pragma unroll 1\n  for (int cake_q = 0; cake_q < {sets * split * kp}; ++cake_q) {{")
+        local = ([f"cake_q / {split * kp}"] if len(sizes) == 3 else []) + [
+            f"{r} * {split} + (cake_q / {kp}) % {split}", f"cake_q % {kp}"
+        ]  # fmt: skip
+        ctx.line(f"    cake_topk_insert<{k}>(&{vr.name}[{j * k}], &{ir.name}[{j * k}], *{sv.addr(local)}, "
+                 f"*{si.addr(local)});")  # fmt: skip
+        ctx.line("  }")
+        ctx.line("}")
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (TopkUpdate, TopkReduce)

@@ -87,7 +87,9 @@ class TensorDecl:
 
     ``dtypes`` lists the element types the tensor may have. A tensor with one choice always has that
     type (an ``i32`` index output); a tensor with several takes the cell's element type, which must be
-    one of them. ``shape`` names the sizes of each dimension, outermost first.
+    one of them. ``shape`` names the sizes of each dimension, outermost first. An output that is not
+    ``reproducible`` may differ by rounding between two runs on the same inputs (float sums by atomics,
+    in arrival order): stage 3 does not compare it bit for bit, and its oracle judges both runs.
     """
 
     name: str
@@ -95,6 +97,7 @@ class TensorDecl:
     dtypes: tuple[str, ...] = attrs.field(converter=_dtype_names)
     shape: tuple[str, ...] = attrs.field(converter=tuple)
     doc: str = ""
+    reproducible: bool = True
 
     def dtype_for(self, dtype: str) -> str:
         """This tensor's element type in a cell whose element type is ``dtype``."""

@@ -67,7 +67,8 @@ class KMeansUpdate:
         TensorDecl("x", "input", _FLOAT_INPUTS, ("B", "N", "D"), doc="points"),
         TensorDecl("assign", "input", ("i32",), ("B", "N"), doc="the cluster of every point, in [0, K)"),
         TensorDecl("c", "input", _FLOAT_INPUTS, ("B", "K", "D"), doc="previous centroids (kept by empty clusters)"),
-        TensorDecl("centroids", "output", ("f32",), ("B", "K", "D"), doc="new centroids"),
+        TensorDecl("centroids", "output", ("f32",), ("B", "K", "D"), doc="new centroids (fp32 sums in any order)",
+                   reproducible=False),
         TensorDecl("counts", "output", ("i32",), ("B", "K"), doc="points per cluster"),
     )
     default_cell: ClassVar[Cell] = DEFAULT_CELL

@@ -2,8 +2,7 @@
 
 A built-in plugin: the plugin manager registers this module like any external one. Its schedule
 (``schedules/fused_topk.cake``) streams tiles of points through shared memory, scores them on tensor
-cores and keeps a fused top-k in registers; the top-k primitives run in the CPU interpreter and are
-lowered later.
+cores and keeps a fused top-k in registers; it and ``schedules/naive.cake`` run on the GPU.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@
 # mma.sync scores the queries against each tile (q.x, fp32). The finished tile goes through shared
 # memory to the top-k epilogue, which folds ||x||^2 - 2 q.x into sorted per-query lists held in
 # registers across the whole loop: P threads per query, each with every P-th column. The lists merge
-# at the end and only the indices reach global memory.
-# `topk.update` and `topk.reduce` (and the store of the accumulator to shared memory) run in the CPU
-# interpreter; they are lowered later.
+# at the end (by shuffles, then through `red` to the query's thread) and only the indices reach global
+# memory.
 program knn(q: global T[B, M, D], x: global T[B, N, D], out: global i32[B, M, K])
   domain T in {bf16, f16}, B >= 1, M >= 1, N >= 1, D in {64, 128, 256}, K in {1, 2, 4, 8, 10, 16, 32}
   buffer x_sq: global f32[B, N]
@@ -33,6 +32,7 @@ kernel topk(q: global T[B, M, D], x: global T[B, N, D], x_sq: global f32[B, N], 
   smem qs: T[BM, D] pad 8
   smem xs: T[S][BN, BK] pad 8
   smem sc: f32[BM, BN] pad 4
+  smem red: f32[BM, 2 * K] pad 4
   role main warps 0..WM * WN:
     reg acc: f32[BM, BN] layout mma_acc(WM, WN)
     reg a: T[BM, 16] layout mma_a(WM, WN)
@@ -68,5 +68,5 @@ kernel topk(q: global T[B, M, D], x: global T[B, N, D], x_sq: global f32[B, N], 
         bar.sync
         topk.update tv, ti <- sc, x_sq[b, i / KC * BN : +BN], base=i / KC * BN, k=K, scale=-2.0, split=P, oob=skip
         fill acc, value=0.0
-    topk.reduce fv, fi <- tv, ti, k=K
+    topk.reduce fv, fi <- tv, ti, red, k=K
     store out[b, t * BM : +BM, :] <- fi, oob=skip

@@ -1,8 +1,7 @@
 # target: h200
 # Brute-force k nearest neighbours, the naive schedule: one thread per query, one point at a time.
 # Every point's q.x is a per-row dot product on CUDA cores, folded into sorted per-query lists of
-# the K smallest ||x||^2 - 2 q.x held in registers. `topk.update` runs in the CPU interpreter; it is
-# lowered later.
+# the K smallest ||x||^2 - 2 q.x held in registers.
 program knn(q: global T[B, M, D], x: global T[B, N, D], out: global i32[B, M, K])
   domain T in {bf16, f16}, B >= 1, M >= 1, N >= 1, D in {64, 128, 256}, K in {1, 2, 4, 8, 10, 16, 32}
   buffer x_sq: global f32[B, N]
