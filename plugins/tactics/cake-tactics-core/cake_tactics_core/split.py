@@ -34,9 +34,9 @@ Precondition: the kernel is not persistent and is launched once; every role that
 (the same value, through the roles' ``let``) at its top level does so exactly once, and the consumer's
 last two statements are the reduction and the store of its indices (``oob=skip``) into an output of the
 program that nothing else writes, indexed by grid variables and one span of rows; the merge's primitives
-(``load`` into ``rows`` tiles, ``topk.reduce``) and the rewritten kernel **lower for the target** (they
-do not on ``h200`` as of this tactic: ``load`` and ``topk.*`` are lowered later, so nothing is offered
-there yet); and the rewrite fits (:func:`cake_tactics_core.fit.fits`).
+(``load`` into ``rows`` tiles, ``topk.reduce`` through a shared scratch of two words per row and list
+entry) and the rewritten kernel **lower for the target**; and the rewrite fits
+(:func:`cake_tactics_core.fit.fits`).
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def _merge(name: str, prog: n.Program, out: n.Param, ax: int, types: tuple[str, 
     params = (pv, pi, attrs.evolve(out, name="out"))
     sizes = {e.id for d in dims for e in n.walk_expr(d) if isinstance(e, n.Name)}
     domain = tuple(c for c in prog.domain if c.var in sizes)
-    vv, vi, fv, fi = fresh("v"), fresh("i"), fresh("fv"), fresh("fi")
+    vv, vi, fv, fi, red = fresh("v"), fresh("i"), fresh("fv"), fresh("fi"), fresh("red")
     many = (n.Bin("*", n.Name(r), n.Num(factor)), width)
     one = (n.Name(r), width)
     body = (
@@ -282,10 +282,13 @@ def _merge(name: str, prog: n.Program, out: n.Param, ax: int, types: tuple[str, 
         n.RegDecl(name=fi, dtype=types[1], shape=one, layout=n.Layout("rows")),
         construct.op("load", [n.Name(vv)], [ref("part_v", True)], oob=n.Name("fill"), value=n.Name("inf")),
         construct.op("load", [n.Name(vi)], [ref("part_i", True)], oob=n.Name("fill"), value=n.Num(-1)),
-        construct.op("topk.reduce", [n.Name(fv), n.Name(fi)], [n.Name(vv), n.Name(vi)], k=width),
+        # the partials of a row are held by `factor` threads: they merge through a shared scratch of the row's
+        # values and indices (two 32-bit words each)
+        construct.op("topk.reduce", [n.Name(fv), n.Name(fi)], [n.Name(vv), n.Name(vi), n.Name(red)], k=width),
         construct.op("store", [ref("out", False)], [n.Name(fi)], oob=n.Name("skip")),
     )
     role = n.Role("all", n.Num(0), n.Num(4), body=body)
     grid = n.Grid((t, *batch), (n.Call("cdiv", (dims[ax], n.Name(r))), *dims[:ax]))
+    scratch = n.Smem(red, "f32", (n.Name(r), construct.arith("*", n.Num(2), width)))
     return n.Kernel(name=name, params=params, domain=domain, consts=(n.Const(r, n.Num(MERGE_ROWS)),), grid=grid,
-                    cta=n.Cta(n.Num(4)), roles=(role,))  # fmt: skip
+                    cta=n.Cta(n.Num(4)), smem=(scratch,), roles=(role,))  # fmt: skip

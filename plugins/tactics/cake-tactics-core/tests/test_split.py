@@ -2,7 +2,7 @@
 ``knn_ws``): the rewrite keeps the kernel's meaning (input and outputs pass the verifier for h200 and the
 interpreter gate against the oracle; a split with no tiles of its own, and partial minima that tie across
 splits, merge to the lowest index), it is offered on h200 only where its merge lowers there (``load`` into
-``rows`` tiles and ``topk.reduce`` do not yet: nothing is offered today), and where its precondition
+``rows`` tiles, ``topk.reduce`` through a shared scratch; both lower now), and where its precondition
 refuses."""
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from cake_core import plugins
+from cake_core import pipeline, plugins
 from cake_core.ir import nodes as n
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.loop.tactic import Application
 from cake_core.problems.problem import outputs_of
+from cake_core.runtime.device import requires_gpu
 from cake_core.semantics import run_program
 from cake_core.verify.interp_gate import interp_checked, type_variables
 
@@ -64,7 +66,7 @@ def test_kmeans_partial_minima_merge_in_a_new_launch() -> None:
         assert f"const SP = {factor}\n  grid (t, b, sp) over (cdiv(N, BM), B, SP)" in text
         assert text.count("for kt in sp * cdiv(NC, SP) .. min(NC, (sp + 1) * cdiv(NC, SP)):") == 2
         assert "store out_v[b, t * BM + self * ROWS : +ROWS, sp] <- bv, oob=skip" in text
-        assert "topk.reduce fv, fi <- v, i, k=1\n    store out[b, t * R : +R] <- fi, oob=skip" in text
+        assert "topk.reduce fv, fi <- v, i, red, k=1\n    store out[b, t * R : +R] <- fi, oob=skip" in text
 
 
 def test_kmeans_ties_across_splits_take_the_lowest_index() -> None:
@@ -94,20 +96,38 @@ def test_knn_partial_lists_merge_in_a_new_launch() -> None:
     _clean("knn", out)
     assert "buffer out_v: global f32[B, M, 2, K]" in text and "launch merge(out_v, out_i, out)" in text
     assert "store out_i[b, t * BM : +BM, sp, :] <- fi, oob=skip" in text
-    assert "topk.reduce fv, fi <- v, i, k=K\n    store out[b, t * R : +R, :] <- fi, oob=skip" in text
+    assert "topk.reduce fv, fi <- v, i, red, k=K\n    store out[b, t * R : +R, :] <- fi, oob=skip" in text
 
 
-def test_offered_only_where_the_merge_lowers() -> None:
-    """The split fits h200 (verifier, shared memory, divisions); it is offered there once ``load`` and
-    ``topk.reduce`` lower, and not before."""
+def test_offered_where_the_merge_lowers() -> None:
+    """The split fits h200 (verifier, shared memory, divisions) and its merge (``load`` into rows tiles,
+    ``topk.reduce`` through a shared scratch) lowers there: both factors are offered."""
     reg = plugins.registry()
     h200, tactic = reg.get("targets", "h200"), reg.get("tactics", "split-reduction")
     module = _read(HERE / "kmeans_assign_w3.cake")
     out, _ = _split(module, "assign", 2)
-    assert fits(out, h200)
+    assert fits(out, h200) and _lowers(out, h200)
     keys = [a.key for a in tactic.applications(module, h200)]
-    both = ["split-reduction@assign(split=2)", "split-reduction@assign(split=4)"]
-    assert keys == (both if _lowers(out, h200) else [])
+    assert keys == ["split-reduction@assign(split=2)", "split-reduction@assign(split=4)"]
+
+
+@requires_gpu
+@pytest.mark.parametrize("factor", [2, 4])
+def test_a_split_kmeans_kernel_passes_the_oracle_on_the_gpu(factor: int) -> None:
+    """Fresh random inputs, outputs poisoned, checked by the oracle before and after (``bench_candidate``), at
+    ragged cells where a split holds one centroid tile or several."""
+    from cake_core.loop.benchmark import bench_candidate
+    from cake_core.runtime.worker import GpuRunner
+
+    reg = plugins.registry()
+    out, _ = _split(_read(HERE / "kmeans_assign_w3.cake"), "assign", factor)
+    cand = pipeline.Candidate(pipeline.load_text(print_module(out), "split.cake"), reg.get("targets", "h200"))
+    problem = reg.get("problems", "kmeans-assign")
+    with GpuRunner() as runner:
+        for seed, (shape, dtype) in enumerate([({"B": 2, "N": 300, "K": 530, "D": 128}, "bf16"),
+                                               ({"B": 1, "N": 1000, "K": 1100, "D": 64}, "f16")]):  # fmt: skip
+            m = bench_candidate(cand, problem, shape, dtype, runner, impl="split", timing=None, seed=seed)
+            assert m.status == "ok" and m.correct, (shape, m.status, m.error, m.oracle)
 
 
 def test_refused_without_a_plain_reduction_tail() -> None:
