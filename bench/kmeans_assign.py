@@ -103,6 +103,14 @@ def time_fn(fn, reps: int, warmup: int, flush) -> list[float]:
     return samples
 
 
+def _write(path: Path, records: list[dict]) -> None:
+    """The records so far, replacing the file whole (written beside it, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(records, indent=1))
+    tmp.replace(path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -227,9 +235,10 @@ def main() -> int:
                     records.append(rec)
                     print(f"run {run} {cell.label} {impl:26} {med if med else float('nan'):8.3f} ms  "
                           f"correct={report.passed}", flush=True)  # fmt: skip
+                    if args.out:  # after every record: a run cut short by a time limit keeps what it measured
+                        _write(Path(args.out), records)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(records, indent=1))
+        _write(Path(args.out), records)
     # table: per cell and impl, the median of the run medians, and the ratio to the best baseline
     print()
     print(f"{'cell':34} {'impl':26} {'runs (ms)':30} {'TFLOP/s':>8} {'vs flash-kmeans':>15}")
