@@ -106,6 +106,15 @@ class FileEmitter:
         return "\n\n".join(parts) + "\n"
 
 
+def _stage_rows(info) -> int:
+    """Rows of one stage of a shared buffer (every dimension but the innermost): the height of a swizzle
+    panel, the panels of a stage lying one after the other."""
+    rows = 1
+    for d in info.shape[:-1]:
+        rows *= d
+    return rows
+
+
 class KernelLowering:
     """Lowers one kernel specialization; the :class:`~cake_core.ir.primitive.LowerContext` of its ops."""
 
@@ -222,11 +231,8 @@ class KernelLowering:
                 starts.append("0")
                 tile_dims.append(d)
                 sizes.append(shape[d])
-        rows = 1
-        for d in shape[:-1]:
-            rows *= d
         return SharedView(base, info.dtype, tuple(strides), tuple(starts), tuple(tile_dims), tuple(sizes),
-                          info.swizzle, info.row_stride * info.dtype.bytes, rows)  # fmt: skip
+                          info.swizzle, info.row_stride * info.dtype.bytes, _stage_rows(info))  # fmt: skip
 
     def rview(self, o: Operand) -> RegView:
         info = self.model.regs[o.name]  # type: ignore[index]
@@ -250,11 +256,7 @@ class KernelLowering:
 
     def panel_bytes(self, o: Operand) -> int:
         """Bytes between the 128-byte swizzle panels of a K-major shared buffer."""
-        info = self.model.smem[o.name]  # type: ignore[index]
-        rows = 1
-        for d in info.shape[:-1]:
-            rows *= d
-        return rows * 128
+        return _stage_rows(self.model.smem[o.name]) * 128  # type: ignore[index]
 
     def tensor_map_for(self, g: Operand, s: Operand) -> TensorMap:
         """The tensor map that copies global tile ``g`` into shared tile ``s`` (created on first use)."""

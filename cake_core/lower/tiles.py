@@ -70,7 +70,7 @@ class SharedView:
     sizes: tuple[int | str, ...]
     swizzle: str | None
     row_bytes: int  # bytes from one row to the next
-    rows: int = 0  # rows of a stage (every dimension but the innermost): a swizzled buffer's panel height
+    rows: int  # rows of a stage (every dimension but the innermost): a swizzled buffer's panel height
 
     def index(self, local: Sequence[str]) -> list[str]:
         """The buffer index of the tile's element at ``local`` (one index per tile dimension)."""
@@ -104,7 +104,6 @@ class SharedView:
         byte = f"(({col}) / {per_row}) * {self.rows * width} + ({row}) * {width} + (({col}) % {per_row}) * {elem}"
         mask = width // 16 - 1
         return f"cake_swizzled(cake_smem_addr({self.base}) + ({byte}), {mask}u)"
-
 
 
 @attrs.frozen

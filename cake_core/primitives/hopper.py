@@ -26,7 +26,6 @@ from cake_core.primitives._common import mma_operands, need_static, same_dtype, 
 from cake_core.target import Feature
 
 
-
 def _tile_bytes(o) -> int:
     shape = static_shape(o) or (0,)
     return numel(shape) * (o.dtype.bytes if o.dtype else 1)

@@ -173,8 +173,8 @@ class _OpWork:
     fp32_flops: float
     warp_instructions: float
     waits: int
-    stalls: int  # global reads it waits for: 1, or 0 where it reads none or its copy completes later
-    fed: bool  # it waits on an mbarrier phase (a pipe's stage, a copy's completion)
+    stalls: int  # global reads it waits for: 1, or 0 where it reads none, its copy completes later, or its role
+    #              is not fed through mbarriers (the module docstring's `stall`)
     moves: tuple[tuple[str, float], ...]  # (global tensor, bytes) per access
 
 
@@ -191,6 +191,7 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
     if hit is not None:
         return hit
     ops = []
+    fed: set[int] = set()  # roles that wait on an mbarrier phase (a pipe's stage, a copy's completion)
     ctx_of: dict[int, CheckCtx] = {}
     for typed in model.ops:
         ctx = ctx_of.get(id(typed.role))
@@ -207,11 +208,11 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
                 if o in typed.outs:
                     copies = max(copies, held / max(numel(shape), 1))
         shared_bytes = c.shared_bytes * copies if any(o.kind is Kind.SHARED for o in typed.ins) else c.shared_bytes
-        waits, moves, stalls, fed = int(typed.prim.cta_barrier), [], 0, False
+        waits, moves, stalls = int(typed.prim.cta_barrier), [], 0
         for e in typed.prim.effects(typed):
             if e.barrier is BarrierAction.WAIT:
                 waits += 1
-                fed = True
+                fed.add(id(typed.role))
             elif e.tier is Kind.GLOBAL and e.access is not Access.NONE and e.operand.name:
                 stalls = int(stalls or (e.access is Access.READ and not e.asynchronous))
                 shape = static_shape(e.operand)
@@ -219,7 +220,8 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
                     moves.append((e.operand.name, float(numel(shape) * e.operand.dtype.bytes)))
         ops.append(_OpWork(id(typed.op), id(typed.role), typed.role.instances, shared_bytes, c.tensor_flops,
                            c.dtype or "bf16", c.flops - c.tensor_flops, per_thread * typed.role.per, waits,
-                           stalls, fed, tuple(moves)))  # fmt: skip
+                           stalls, tuple(moves)))  # fmt: skip
+    ops = [w if w.role in fed else attrs.evolve(w, stalls=0) for w in ops]
     params = [(p.name, tuple(compile_expr(x) for x in p.shape), model.param_dtype(p).bytes)
               for p in model.kernel.params if p.tier == "global"]  # fmt: skip
     _STATIC[model] = (ops, params)
@@ -248,10 +250,8 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
     moved: dict[str, float] = defaultdict(float)  # bytes each global tensor's accesses move, per CTA
     shared = fp32 = instructions = waits = 0.0
     stalls: dict[int, float] = defaultdict(float)  # by role: its instances run side by side
-    fed = {w.role for w in ops if w.fed}
     for w in ops:
-        if w.role in fed:
-            stalls[w.role] += w.stalls * counts.times.get(w.key, 0.0)
+        stalls[w.role] += w.stalls * counts.times.get(w.key, 0.0)
         times = counts.times.get(w.key, 0.0) * w.instances
         if not times:
             continue
