@@ -1,7 +1,10 @@
 """What the benchmark scripts of this folder share: where the kernels they read live, the registry the
-corpus is verified with, and the commit a record names.
+corpus is verified with, the commit a record names, and the GPU side of the side-by-side benchmarks
+(a Cake program launched on torch's stream, the timing loop with its L2 flush, records written as they
+come).
 
-The scripts run as ``python bench/NAME.py``, so this folder is on their import path.
+The scripts run as ``python bench/NAME.py``, so this folder is on their import path. torch and the CUDA
+driver are imported inside the functions that need them: a script parses its arguments without either.
 """
 
 from __future__ import annotations
@@ -45,3 +48,109 @@ def write_record(out: Path, name: str, record: dict[str, Any]) -> Path:
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"-> {path}", file=sys.stderr)
     return path
+
+
+#: torch's dtype of each Cake element type a benchmark passes
+TORCH_DTYPES = {"f32": "float32", "i32": "int32", "bf16": "bfloat16", "f16": "float16"}
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+class CakeLauncher:
+    """A Cake program of ``problem`` lowered for ``target`` at one cell, launched on torch's current stream
+    over torch tensors (``tensors`` by parameter name; the program's buffers are allocated here)."""
+
+    def __init__(self, path: Path, target: Any, problem: Any, shape: dict, dtype: str, tensors: dict) -> None:
+        import torch
+        from cuda.bindings import driver as cu
+
+        from cake_core import pipeline
+        from cake_core.loop.benchmark import program_values
+        from cake_core.lower.program import build_plan
+        from cake_core.runtime.executor import encode_tensor_map, pack_params
+        from cake_core.runtime.plan import TensorMapArg
+
+        self.candidate = cand = pipeline.Candidate.load(path, target)
+        values = program_values(cand.check(), problem, shape, dtype)
+        spec = cand.spec(values)
+        self.compiled = compiled = cand.compile(spec)
+        self.plan = plan = build_plan(cand.build(spec), compiled.cubin, values)
+        self.cu = cu
+        torch.cuda.synchronize()
+        (err,) = cu.cuInit(0)
+        assert int(err) == 0, err
+        err, self.module = cu.cuModuleLoadData(compiled.cubin)
+        assert int(err) == 0, err
+        self.tensors = dict(tensors)
+        for t in plan.tensors:
+            if t.name not in self.tensors:  # scratch: program buffers
+                self.tensors[t.name] = torch.empty(t.shape, dtype=torch_dtype(t.dtype), device="cuda")
+        pointers = {name: t.data_ptr() for name, t in self.tensors.items()}
+        self.launches = []
+        for launch in plan.launches:
+            err, fn = cu.cuModuleGetFunction(self.module, launch.function.encode())
+            assert int(err) == 0, err
+            if launch.smem_bytes > 48 * 1024:
+                (err,) = cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem_bytes
+                )
+                assert int(err) == 0, err
+            maps = {a: encode_tensor_map(cu, a, pointers[a.name]) for a in launch.args if isinstance(a, TensorMapArg)}
+            self.launches.append((fn, launch, pack_params(launch, pointers, maps)))
+
+    def __call__(self) -> None:
+        import torch
+
+        stream = self.cu.CUstream(torch.cuda.current_stream().cuda_stream)
+        for fn, launch, params in self.launches:
+            (err,) = self.cu.cuLaunchKernel(fn, *launch.grid, *launch.block, launch.smem_bytes, stream,
+                                            params.address, 0)  # fmt: skip
+            if int(err) != 0:
+                raise RuntimeError(f"cuLaunchKernel({launch.function}): {err}")
+
+    def evidence(self) -> dict[str, Any]:
+        """What a record keeps of the compiled program: the SASS claims found, registers, spills, warnings."""
+        from cake_core.runtime.sass import check_claims
+
+        f = check_claims(self.compiled.cubin, self.candidate.sass_claims())
+        return {
+            "sass": {"claims": list(f.claims), "present": list(f.present), "missing": list(f.missing),
+                     "counts": f.counts},
+            "resources": {k: {"registers": r.registers, "spill_stores": r.spill_stores,
+                              "spill_loads": r.spill_loads, "stack": r.stack_frame}
+                          for k, r in self.compiled.kernels.items()},
+            "warnings": [str(w) for w in self.compiled.warnings],
+        }  # fmt: skip
+
+
+def time_fn(fn: Any, reps: int, warmup: int, flush: Any) -> list[float]:
+    """Milliseconds of ``reps`` calls of ``fn`` after ``warmup`` ones, CUDA events around each, the L2
+    flushed (``flush.zero_()``, a buffer larger than the L2) before each, outside the timed region."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(reps):
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return samples
+
+
+def write_records(path: Path, records: list[dict]) -> None:
+    """The records so far, replacing the file whole (written beside it, then renamed): a run cut short by a
+    time limit keeps what it measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(records, indent=1))
+    tmp.replace(path)

@@ -125,6 +125,21 @@ def test_oracle_catches_wrong_counts_means_and_empty_clusters():
     assert not P.check(inputs, {"centroids": ref["centroids"]}, SMALL, "bf16").passed  # counts missing
 
 
+def test_judge_works_the_inputs_out_once_and_gives_checks_verdicts():
+    inputs = P.make_inputs(SMALL, "f16", seed=7)
+    ref = P.reference(inputs, SMALL, "f16")
+    wrong = {k: v.copy() for k, v in ref.items()}
+    wrong["counts"][1, 0] += 2
+    judge = P.judge(inputs, SMALL, "f16")
+    for outputs in (ref, wrong, {"counts": ref["counts"]}):
+        got, want = judge(outputs), P.check(inputs, outputs, SMALL, "f16")
+        assert (got.passed, got.violations, got.first) == (want.passed, want.violations, want.first)
+    assert not judge(wrong).passed and judge(ref).passed
+    bad = dict(inputs, assign=inputs["assign"] + 13)
+    with pytest.raises(CakeUserError, match="assignments must lie in"):
+        P.judge(bad, SMALL, "f16")
+
+
 def test_bad_inputs_and_cells_too_big_for_numpy_are_user_errors():
     inputs = P.make_inputs(SMALL, "bf16", seed=6)
     bad = dict(inputs, assign=inputs["assign"].copy())

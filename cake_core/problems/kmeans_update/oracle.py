@@ -65,6 +65,11 @@ def batch_truth(x: np.ndarray, assign: np.ndarray, k: int, dtype: str) -> BatchT
     return BatchTruth(counts, sums, abs_sums)
 
 
+def truths(x: np.ndarray, assign: np.ndarray, k: int, dtype: str) -> tuple[BatchTruth, ...]:
+    """The :class:`BatchTruth` of every batch: what judging any number of outputs for one input needs."""
+    return tuple(batch_truth(x[b], assign[b], k, dtype) for b in range(x.shape[0]))
+
+
 def reference(x: np.ndarray, assign: np.ndarray, c: np.ndarray, dtype: str) -> dict[str, np.ndarray]:
     """``centroids`` f32 [B, K, D] (means rounded once from float64) and ``counts`` i32 [B, K]."""
     batches, k, d = c.shape
@@ -79,9 +84,10 @@ def reference(x: np.ndarray, assign: np.ndarray, c: np.ndarray, dtype: str) -> d
 
 def assess(
     x: np.ndarray, assign: np.ndarray, c: np.ndarray, centroids: np.ndarray, counts: np.ndarray, dtype: str,
-    method: str, seconds_start: float,
+    method: str, seconds_start: float, known: tuple[BatchTruth, ...] | None = None,
 ) -> OracleReport:  # fmt: skip
-    """Judge every element of ``centroids`` and ``counts``."""
+    """Judge every element of ``centroids`` and ``counts`` (against ``known``, the inputs' :func:`truths`,
+    when the caller has them already)."""
     import time
 
     batches, k, d = c.shape
@@ -89,7 +95,7 @@ def assess(
     bad = 0
     worst = 0.0
     for b in range(batches):
-        t = batch_truth(x[b], assign[b], k, dtype)
+        t = known[b] if known is not None else batch_truth(x[b], assign[b], k, dtype)
         prev = decode(c[b], dtype, np.float64)
         got_n = counts[b].astype(np.int64)
         wrong_n = got_n != t.counts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
@@ -126,6 +126,21 @@ class KMeansUpdate:
     ) -> OracleReport:
         """Judge every element of ``centroids`` and ``counts`` (numpy, float64; see :mod:`.oracle`)."""
         start = time.perf_counter()
+        return self.judge(inputs, shape, dtype, runner=runner, start=start)(outputs)
+
+    def judge(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        shape: Mapping[str, int],
+        dtype: str,
+        *,
+        runner: GpuRunner | None = None,
+        start: float | None = None,
+    ) -> Callable[[Mapping[str, np.ndarray]], OracleReport]:
+        """:meth:`check` in two steps: the float64 facts of ``inputs`` are worked out once, here, and the
+        function returned judges any number of outputs for them (a benchmark judges every implementation's
+        outputs for one input). The same verdicts as :meth:`check`; bad inputs fail here. A report's
+        ``seconds`` count from ``start`` when given (what :meth:`check` passes), else from the judging."""
         s = validate_cell(self, shape, dtype)
         self._validate_inputs(inputs, s, dtype)
         elements = s["B"] * s["N"] * s["D"]
@@ -136,14 +151,20 @@ class KMeansUpdate:
                 + (" (a GPU runner does not help)" if runner is not None else "")
             )
         checked = s["B"] * s["K"] * (s["D"] + 1)
-        malformed = structural_violations(outputs_of(self), outputs, s, dtype)
-        if malformed:
-            return failed_report(malformed, checked, METHOD_NUMPY, oracle.tolerance_text(),
-                                 time.perf_counter() - start)  # fmt: skip
-        return oracle.assess(
-            inputs["x"], inputs["assign"], inputs["c"], outputs["centroids"], outputs["counts"], dtype,
-            METHOD_NUMPY, start,
-        )  # fmt: skip
+        known = oracle.truths(inputs["x"], inputs["assign"], s["K"], dtype)
+
+        def verdict(outputs: Mapping[str, np.ndarray]) -> OracleReport:
+            begin = start if start is not None else time.perf_counter()
+            malformed = structural_violations(outputs_of(self), outputs, s, dtype)
+            if malformed:
+                return failed_report(malformed, checked, METHOD_NUMPY, oracle.tolerance_text(),
+                                     time.perf_counter() - begin)  # fmt: skip
+            return oracle.assess(
+                inputs["x"], inputs["assign"], inputs["c"], outputs["centroids"], outputs["counts"], dtype,
+                METHOD_NUMPY, begin, known,
+            )  # fmt: skip
+
+        return verdict
 
     def _validate_inputs(self, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
         bad = structural_violations(inputs_of(self), inputs, shape, dtype)
