@@ -70,12 +70,13 @@ class CakeLauncher:
 
         from cake_core import pipeline
         from cake_core.loop.benchmark import program_values
-        from cake_core.lower.program import build_plan
+        from cake_core.lower.program import build_plan, program_sizes
         from cake_core.runtime.executor import encode_tensor_map, pack_params
         from cake_core.runtime.plan import TensorMapArg
 
         self.candidate = cand = pipeline.Candidate.load(path, target)
         values = program_values(cand.check(), problem, shape, dtype)
+        program_sizes(cand.check(), values)  # a cell outside the program's domain: CakeUserError, before compiling
         spec = cand.spec(values)
         self.compiled = compiled = cand.compile(spec)
         self.plan = plan = build_plan(cand.build(spec), compiled.cubin, values)

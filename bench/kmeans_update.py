@@ -9,7 +9,8 @@ on the GPU (the distribution of the problem's ``make_inputs``: standard normal p
 over all but an eighth of the clusters, which stay empty), shared by every implementation of that run.
 Outputs are poisoned before and judged by the problem's full oracle after timing, every element.
 
-- ``cake:NAME``: a schedule under ``cake_core/problems/kmeans_update/schedules`` (or a path), lowered for h200.
+- ``cake:NAME``: a schedule under ``cake_core/problems/kmeans_update/schedules`` (or a path), lowered for h200;
+  at a cell outside its domain its records say ``unsupported``.
 - ``flash-kmeans``: ``triton_centroid_update_sorted_euclid`` of flash-kmeans 0.3.1, its sort included, into
   fp32 sums and counts it is handed (zeroed inside the timed region, as it zeroes its own). It returns the
   centroids rounded to ``x``'s type, which no fp32 oracle accepts: what is judged is its fp32 sums and
@@ -72,7 +73,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--schedules", default="atomic")
+    ap.add_argument("--schedules", default="atomic,privatized")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--cells", default="all", help="all, or reference (the reference cell only)")
     ap.add_argument("--dtypes", default=",".join(DTYPES))
@@ -265,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: no CUDA GPU visible to torch: this benchmark needs one", file=sys.stderr)
         return 2
     from cake_core import plugins
+    from cake_core.errors import CakeUserError
     from cake_core.loop.benchmark import git_commit, today
 
     reg = plugins.registry()
@@ -283,7 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 launcher = CakeLauncher(path, target, problem, shape, dtype, {**dev, **out})
                 impls[name] = Impl(launcher, list(out.values()), lambda: {k: host(v) for k, v in out.items()})
-            except Exception as exc:  # noqa: BLE001 - recorded: a schedule may not cover this cell
+            except CakeUserError as exc:  # a cell outside the schedule's domain
+                impls[name] = f"unsupported: {exc}".splitlines()[0]
+            except Exception as exc:  # noqa: BLE001 - recorded: the other implementations go on
                 impls[name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         found = baselines(dev, out, shape)
         for name in (BASELINE, "torch"):
@@ -312,11 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _one(ctx: dict, impl: str, run: int, entry: Impl | str, judge: Callable, args: Any, flush: Any) -> dict:
     """Poison, time, judge one implementation in one run; an implementation that cannot run is recorded so."""
+    if isinstance(entry, str):
+        status = entry.split(":")[0] if entry.startswith(("unavailable:", "unsupported:")) else "error"
+        return record(ctx, impl, run, [], None, status=status, error=entry)
     import torch
 
-    if isinstance(entry, str):
-        status = "unavailable" if entry.startswith("unavailable") else "error"
-        return record(ctx, impl, run, [], None, status=status, error=entry)
     entry.poison()
     torch.cuda.synchronize()
     try:

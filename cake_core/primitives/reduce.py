@@ -11,6 +11,8 @@
   then lands in ``dst``. Its result equals ``atomic.add``'s up to the order of fp32 additions; it pays
   off when the rows arrive sorted by key (points sorted by cluster), where most atomics disappear.
   The sort itself is not part of the vocabulary yet.
+* ``iota dst, start=E``: ``dst[r] = E + r``, the row indices a scatter of a whole tile needs (a
+  privatized accumulator in shared memory flushed row ``r`` to cluster ``k0 + r``).
 * ``rowdiv dst <- num, den[, fallback]``: ``dst[r, :] = num[r, :] / den[r]`` where ``den[r] != 0``,
   else ``fallback[r, :]`` (or zero): the mean of each segment, keeping a previous value where a
   segment is empty.
@@ -32,7 +34,8 @@ Lowering: ``atomic.add`` is one ``red.global.add`` / ``red.shared.add`` per elem
 index is negative or not below ``dst``'s rows, and an element outside ``dst``'s tensor, is not added.
 ``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
 the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
-correctly rounded fp32 division per element (``__fdiv_rn``).
+correctly rounded fp32 division per element (``__fdiv_rn``). ``iota`` is one integer addition per row
+a thread holds.
 """
 
 from __future__ import annotations
@@ -224,6 +227,42 @@ class SegmentAdd(_ScatterAdd):
     )  # fmt: skip
 
 
+class Iota(Primitive):
+    name = "iota"
+    summary = "dst[r] = start + r: consecutive row indices in a `rows` register tile"
+    doc = (
+        "`iota dst, start=E`: `dst` is an integer `rows` register tile of R elements; element `r` gets "
+        "`E + r` (`E` an integer expression, 0 when not given). The indices of a whole tile's rows for "
+        "`atomic.add`: a shared accumulator flushed row `r` to row `k0 + r` of a global one, rows past the "
+        "destination's end skipped with `oob=skip`."
+    )
+    signature = Signature(
+        ins=[Slot("dst", {Kind.REGISTERS}, Access.WRITE)],
+        attrs=[AttrSpec("start", "int", default=0, doc="the first index")],
+    )
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst = op.ins[0]
+        yield from need_static(op, dst)
+        yield from need_rank(op, dst, (1,), "a [R] tile of indices")
+        yield from need_dtype(op, dst, INTEGERS, "integer indices")
+        yield from need_layout(op, dst, ("rows",), "a `rows` register tile")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        shape = static_shape(op.ins[0])
+        x.write("dst", int(x.attr("start", 0)) + np.arange(numel(shape), dtype=np.int64).reshape(shape))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        reg = ctx.rview(op.ins[0])
+        start = op.attr("start")
+        first = ctx.c(start) if start is not None else "0"
+        with rows_elements(ctx, reg) as e:
+            ctx.line(f"    {reg.name}[{e.slot}] = ({storage(op.ins[0].dtype)})(({first}) + {e.flat});")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        return CostTerms(flops=0.0)
+
+
 class RowDiv(Primitive):
     name = "rowdiv"
     summary = "dst[r, :] = num[r, :] / den[r] where den[r] != 0, else fallback[r, :] (or zero)"
@@ -314,4 +353,4 @@ def _element(op: TypedOp, ctx, i: int, dst: RegView, flat: str, slot: str) -> st
     return to_f32(f"*{view.addr(local)}", o.dtype)
 
 
-PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, RowDiv)
+PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, Iota, RowDiv)

@@ -91,3 +91,12 @@ def test_the_table_reports_the_lowest_runs_ratio_to_flash_kmeans(ku) -> None:
     assert "1.25x lowest" in lines["cake:atomic"]  # run 1: 1.0 / 0.8 (run 0 gives 4x)
     assert "0.25x lowest" in lines["torch"] and lines["torch"].endswith("ok/wrong")
     assert "1.00x lowest" in lines["flash-kmeans"]
+
+
+@pytest.mark.parametrize(("why", "status"), [("unavailable: flash-kmeans 0.3.1 is not installed", "unavailable"),
+                                             ("unsupported: K=4093 is outside the domain", "unsupported"),
+                                             ("RuntimeError: cuLaunchKernel: 700", "error")])  # fmt: skip
+def test_an_implementation_that_cannot_run_is_recorded_with_why(ku, why: str, status: str) -> None:
+    rec = ku._one(CTX, "cake:privatized", 2, why, judge=None, args=None, flush=None)
+    assert tuple(rec) == ku.FIELDS and (rec["status"], rec["error"], rec["run"]) == (status, why, 2)
+    assert rec["correct"] is None and rec["median_ms"] is None

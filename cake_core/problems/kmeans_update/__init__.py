@@ -1,8 +1,8 @@
 """The built-in problem ``kmeans-update``: new centroids as the mean of each cluster's points.
 
-A built-in plugin: the plugin manager registers this module like any external one. Its schedule
-(``schedules/atomic.cake``) scatters points into per-cluster sums with ``atomic.add`` and runs on the
-GPU.
+A built-in plugin: the plugin manager registers this module like any external one. Its schedules scatter
+points into per-cluster sums with ``atomic.add``: straight into global memory (``schedules/atomic.cake``),
+or privatized per CTA in shared memory first (``schedules/privatized.cake``).
 """
 
 from __future__ import annotations
