@@ -22,7 +22,7 @@ Outputs are poisoned before and judged by the problem's full oracle after timing
 The table gives, per cell and implementation, each run's median and the ratio to flash-kmeans of the same
 run; the ratio reported is the lowest run's.
 
-Usage: python bench/kmeans_update.py [--runs 3] [--reps 30] [--schedules atomic,privatized]
+Usage: python bench/kmeans_update.py [--runs 3] [--reps 30] [--schedules atomic,privatized,staged]
        [--impls cake,flash-kmeans,torch] [--cells all|reference] [--dtypes bf16,f16] [--out FILE.json]
 """
 
@@ -73,7 +73,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--schedules", default="atomic,privatized")
+    ap.add_argument("--schedules", default="atomic,privatized,staged")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--cells", default="all", help="all, or reference (the reference cell only)")
     ap.add_argument("--dtypes", default=",".join(DTYPES))

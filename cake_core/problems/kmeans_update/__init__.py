@@ -2,7 +2,8 @@
 
 A built-in plugin: the plugin manager registers this module like any external one. Its schedules scatter
 points into per-cluster sums with ``atomic.add``: straight into global memory (``schedules/atomic.cake``),
-or privatized per CTA in shared memory first (``schedules/privatized.cake``).
+or privatized per CTA in shared memory first (``schedules/privatized.cake``; ``schedules/staged.cake`` also
+stages the points through shared memory with ``cp.async``).
 """
 
 from __future__ import annotations
