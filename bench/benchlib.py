@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,6 +127,51 @@ class CakeLauncher:
                           for k, r in self.compiled.kernels.items()},
             "warnings": [str(w) for w in self.compiled.warnings],
         }  # fmt: skip
+
+
+def _compile_one(path: str, problem_name: str, shape: dict, dtype: str) -> str:
+    """Compile one specialization into the disk cache (in a worker process); what it did, in a few words."""
+    from cake_core import pipeline, plugins
+    from cake_core.loop.benchmark import program_values
+
+    reg = plugins.registry()
+    cand = pipeline.Candidate.load(Path(path), reg.get("targets", "h200"))
+    values = program_values(cand.check(), reg.get("problems", problem_name), shape, dtype)
+    cand.compile(cand.spec(values))
+    return f"{Path(path).stem} {dtype} {shape}"
+
+
+def precompile(paths: Iterable[Path], problem: Any, cells: Iterable[tuple[dict, str]], workers: int) -> list[str]:
+    """Compile, for h200, every specialization the schedules ``paths`` need at ``cells`` (those inside their
+    domains), each once, ``workers`` at a time in spawned processes (NVRTC takes seconds to a minute per
+    specialization of an unrolled kernel): :class:`CakeLauncher` then finds them in the disk cache. CUDA is
+    never initialised in the workers. Returns one line per compile."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from cake_core import pipeline, plugins
+    from cake_core.errors import CakeUserError
+    from cake_core.loop.benchmark import program_values
+    from cake_core.lower.program import program_sizes
+
+    target = plugins.registry().get("targets", "h200")
+    jobs, seen = [], set()
+    for path in paths:
+        cand = pipeline.Candidate.load(path, target)
+        for shape, dtype in cells:
+            values = program_values(cand.check(), problem, shape, dtype)
+            try:
+                program_sizes(cand.check(), values)
+            except CakeUserError:
+                continue  # outside the domain: recorded as unsupported later
+            key = (str(path), cand.spec(values))
+            if key not in seen:
+                seen.add(key)
+                jobs.append((str(path), problem.name, dict(shape), dtype))
+    if not jobs:
+        return []
+    with ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))), mp_context=get_context("spawn")) as ex:
+        return list(ex.map(_compile_one, *zip(*jobs, strict=True)))
 
 
 def time_fn(fn: Any, reps: int, warmup: int, flush: Any) -> list[float]:

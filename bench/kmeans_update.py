@@ -22,8 +22,13 @@ Outputs are poisoned before and judged by the problem's full oracle after timing
 The table gives, per cell and implementation, each run's median and the ratio to flash-kmeans of the same
 run; the ratio reported is the lowest run's.
 
+The schedules' specializations are compiled first, ``--jobs`` at a time, into NVRTC's disk cache
+(``$CAKE_CACHE_DIR``); ``--compile-only`` does just that, without torch or a GPU, so that a cache made on
+another machine (same NVRTC and Cake versions) can travel with the tree.
+
 Usage: python bench/kmeans_update.py [--runs 3] [--reps 30] [--schedules atomic,privatized,staged]
-       [--impls cake,flash-kmeans,torch] [--cells all|reference] [--dtypes bf16,f16] [--out FILE.json]
+       [--impls cake,flash-kmeans,torch] [--cells all|reference] [--dtypes bf16,f16] [--jobs 8]
+       [--compile-only] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib import CakeLauncher, time_fn, torch_dtype, write_records  # noqa: E402
+from benchlib import CakeLauncher, precompile, time_fn, torch_dtype, write_records  # noqa: E402
 
 PROBLEM = "kmeans-update"
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_update" / "schedules"
@@ -77,10 +82,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--cells", default="all", help="all, or reference (the reference cell only)")
     ap.add_argument("--dtypes", default=",".join(DTYPES))
-    ap.add_argument("--fk-block-n", default="64,128,256", help="the BLOCK_N values flash-kmeans is tuned over")
+    ap.add_argument("--fk-block-n", default="128,256", help="the BLOCK_N values flash-kmeans is tuned over")
+    ap.add_argument("--jobs", type=int, default=8, help="schedules compiled this many at a time, before any timing")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile the schedules' specializations into the disk cache ($CAKE_CACHE_DIR) and stop: "
+                         "no torch, no GPU")  # fmt: skip
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
-    for name in ("runs", "reps"):
+    for name in ("runs", "reps", "jobs"):
         if getattr(args, name) < 1:
             raise BadArgs(f"--{name} must be at least 1, not {getattr(args, name)}")
     if args.warmup < 0:
@@ -257,6 +266,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadArgs as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.compile_only:
+        from cake_core import plugins
+
+        problem = plugins.registry().get("problems", PROBLEM)
+        for line in precompile(args.schedules.values(), problem, cells(args.cells, args.dtypes), args.jobs):
+            print(f"compiled {line}", flush=True)
+        return 0
     try:
         import torch
     except ImportError:
@@ -274,7 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu, commit = torch.cuda.get_device_name(), git_commit(ROOT)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     records: list[dict] = []
-    for shape, dtype in cells(args.cells, args.dtypes):
+    todo = cells(args.cells, args.dtypes)
+    for line in precompile(args.schedules.values(), problem, todo, args.jobs):
+        print(f"compiled {line}", flush=True)
+    for shape, dtype in todo:
         ctx = {"problem": PROBLEM, "shape": shape, "dtype": dtype, "gpu": gpu, "date": today(), "commit": commit,
                "min_bytes": problem.min_bytes(shape, dtype)}  # fmt: skip
         dev = device_inputs(shape, dtype, 1000, problem.empty_fraction)

@@ -46,6 +46,7 @@ def test_defaults_resolve_the_schedules_to_files(ku) -> None:
 @pytest.mark.parametrize(("argv", "says"), [
     (["--runs", "0"], "--runs must be at least 1"),
     (["--reps", "-3"], "--reps must be at least 1"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
     (["--schedules", "nope"], "no schedule `nope`"),
     (["--impls", "cake,faiss"], "--impls takes some of"),
     (["--dtypes", "f32"], "--dtypes takes some of"),

@@ -16,6 +16,7 @@ For every batch ``b`` and cluster ``k`` with ``n = #{i : assign[b, i] == k}`` po
 from __future__ import annotations
 
 import math
+import os
 
 import attrs
 import numpy as np
@@ -66,8 +67,17 @@ def batch_truth(x: np.ndarray, assign: np.ndarray, k: int, dtype: str) -> BatchT
 
 
 def truths(x: np.ndarray, assign: np.ndarray, k: int, dtype: str) -> tuple[BatchTruth, ...]:
-    """The :class:`BatchTruth` of every batch: what judging any number of outputs for one input needs."""
-    return tuple(batch_truth(x[b], assign[b], k, dtype) for b in range(x.shape[0]))
+    """The :class:`BatchTruth` of every batch: what judging any number of outputs for one input needs.
+    Batches are worked out on up to 8 threads (numpy's loops release the GIL): seconds per batch of 65536
+    points of 128 dimensions."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = x.shape[0]
+    workers = max(1, min(8, os.cpu_count() or 1, batches))
+    if workers == 1:
+        return tuple(batch_truth(x[b], assign[b], k, dtype) for b in range(batches))
+    with ThreadPoolExecutor(workers) as ex:
+        return tuple(ex.map(lambda b: batch_truth(x[b], assign[b], k, dtype), range(batches)))
 
 
 def reference(x: np.ndarray, assign: np.ndarray, c: np.ndarray, dtype: str) -> dict[str, np.ndarray]:
