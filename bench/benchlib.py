@@ -61,6 +61,10 @@ def torch_dtype(name: str) -> Any:
     return getattr(torch, TORCH_DTYPES[name])
 
 
+#: SASS findings by cubin digest: one disassembly per cubin however many cells share it
+_SASS: dict[str, Any] = {}
+
+
 class CakeLauncher:
     """A Cake program of ``problem`` lowered for ``target`` at one cell, launched on torch's current stream
     over torch tensors (``tensors`` by parameter name; the program's buffers are allocated here)."""
@@ -115,10 +119,16 @@ class CakeLauncher:
                 raise RuntimeError(f"cuLaunchKernel({launch.function}): {err}")
 
     def evidence(self) -> dict[str, Any]:
-        """What a record keeps of the compiled program: the SASS claims found, registers, spills, warnings."""
+        """What a record keeps of the compiled program: the SASS claims found (a second of cuobjdump, once
+        per cubin), registers, spills, warnings."""
+        import hashlib
+
         from cake_core.runtime.sass import check_claims
 
-        f = check_claims(self.compiled.cubin, self.candidate.sass_claims())
+        key = hashlib.sha256(self.compiled.cubin).hexdigest()
+        if key not in _SASS:
+            _SASS[key] = check_claims(self.compiled.cubin, self.candidate.sass_claims())
+        f = _SASS[key]
         return {
             "sass": {"claims": list(f.claims), "present": list(f.present), "missing": list(f.missing),
                      "counts": f.counts},
