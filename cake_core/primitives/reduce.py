@@ -10,7 +10,13 @@
   form a segment, summed first (in registers and warp shuffles on a GPU); one atomic add per segment
   then lands in ``dst``. Its result equals ``atomic.add``'s up to the order of fp32 additions; it pays
   off when the rows arrive sorted by key (points sorted by cluster), where most atomics disappear.
-  The sort itself is not part of the vocabulary yet.
+  The sort is a counting sort: ``atomic.add`` for the histogram, ``atomic.fetch_add`` for each row's
+  slot, ``atomic.add`` onto zeros to scatter the rows (exact: one value per slot); an exclusive scan has
+  no primitive yet (kmeans-update's ``sorted.cake`` adds count j to every k > j instead, K^2 atomics).
+* ``atomic.fetch_add old, dst <- src, index``: ``atomic.add`` of integer vectors that also returns, in
+  ``old[r]``, the value ``dst[index[r]]`` held just before row ``r``'s addition (-1 for a skipped row):
+  with ``dst`` holding each cluster's first position, ``old`` is each point's slot in the sorted order
+  (the scatter step of a counting sort).
 * ``iota dst, start=E``: ``dst[r] = E + r``, the row indices a scatter of a whole tile needs (a
   privatized accumulator in shared memory flushed row ``r`` to cluster ``k0 + r``).
 * ``rowdiv dst <- num, den[, fallback]``: ``dst[r, :] = num[r, :] / den[r]`` where ``den[r] != 0``,
@@ -35,7 +41,8 @@ index is negative or not below ``dst``'s rows, and an element outside ``dst``'s 
 ``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
 the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
 correctly rounded fp32 division per element (``__fdiv_rn``). ``iota`` is one integer addition per row
-a thread holds.
+a thread holds. ``atomic.fetch_add`` is one ``atom.global.add`` / ``atom.shared.add`` (``.s32``, ``.u32``)
+per row.
 """
 
 from __future__ import annotations
@@ -227,6 +234,94 @@ class SegmentAdd(_ScatterAdd):
     )  # fmt: skip
 
 
+class AtomicFetchAdd(Primitive):
+    name = "atomic.fetch_add"
+    summary = "atomic.add of integer vectors that returns each row's value of `dst` before its addition"
+    doc = (
+        "`atomic.fetch_add old, dst <- src, index, oob=skip`: for r in order, `old[r] = dst[index[r]]`, then "
+        "`dst[index[r]] += src[r]`. `dst` is a [K] slice of a global tensor or a shared buffer of i32 or u32, "
+        "`src`, `index` and `old` are [R] `rows` register tiles of integers. Its effect on `dst` is atomic, as "
+        "`atomic.add`'s; the values `old` receives depend on the order in which concurrent rows land, their "
+        "set does not (each is a distinct slot when `src` is all ones). With `oob=skip` a row whose index is "
+        "outside `dst` is skipped and its `old` is -1; without it such a row faults."
+    )
+    signature = Signature(
+        outs=[Slot("old", {Kind.REGISTERS}, Access.WRITE, doc="[R] values of `dst` before each row's addition"),
+              Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
+                   doc="[K] counters the indices select among")],
+        ins=[Slot("src", {Kind.REGISTERS}, doc="[R] integers to add, `rows` layout"),
+             Slot("index", {Kind.REGISTERS}, doc="[R] indices into `dst`, `rows` layout")],
+        attrs=[_OOB_SKIP],
+    )  # fmt: skip
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        old, dst = op.outs
+        src, index = op.ins
+        for o in (old, src, index):
+            yield from need_static(op, o)
+            yield from need_rank(op, o, (1,), "[R] register vectors")
+            yield from need_layout(op, o, ("rows",), "`rows` register tiles")
+            yield from need_dtype(op, o, INTEGERS, "integers")
+        yield from need_rank(op, dst, (1,), "a [K] destination")
+        yield from need_dtype(op, dst, frozenset({DType.I32, DType.U32}), "a destination of i32 or u32")
+        sizes = {numel(static_shape(o)) for o in (old, src, index) if static_shape(o)}
+        if len(sizes) > 1:
+            yield codes.TYPES.at(op.op.loc, f"`{op.op.name}` needs `{old.name}`, `{src.name}` and `{index.name}` "
+                                 "of one length")  # fmt: skip
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        dst = x.read("dst").reshape(-1).copy()
+        rows = dst.shape[0]
+        src = x.read("src").reshape(-1).astype(np.int64)
+        keys = x.read("index").reshape(-1).astype(np.int64)
+        inside = x.in_bounds("dst").reshape(-1)
+        old = np.full(keys.shape, -1, dtype=np.int64)
+        for r, k in enumerate(keys):
+            if not (0 <= k < rows and inside[k]):
+                if not x.masked("dst"):
+                    raise ExecFault(
+                        f"row {r} of `{op.ins[1].name}` holds the index {int(k)}, outside the {rows} rows of "
+                        f"`{op.outs[1].name}`; mask it with `oob=skip` if such rows are meant to be dropped"
+                    )
+                continue
+            old[r] = dst[k]
+            dst[k] += src[r]
+        x.write("dst", dst.reshape(x.read("dst").shape))
+        x.write("old", old.reshape(static_shape(op.outs[0])))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        old_o, dst = op.outs
+        src, index = op.ins
+        view = ctx.gview(dst) if dst.kind is Kind.GLOBAL else ctx.sview(dst)
+        if isinstance(view, SharedView) and view.swizzle:
+            raise NotLowerable("atomics into a swizzled shared buffer are not lowered")
+        old, vals, keys = ctx.rview(old_o), ctx.rview(src), ctx.rview(index)
+        per_thread = rows_layout(vals)[0]
+        if rows_layout(keys)[0] != per_thread or rows_layout(old)[0] != per_thread:
+            raise NotLowerable("values, indices and results must spread over the threads alike")
+        ptx = "u32" if dst.dtype is DType.U32 else "s32"
+        space = "global" if dst.kind is Kind.GLOBAL else "shared"
+        key, ok, got = ctx.fresh("key"), ctx.fresh("ok"), ctx.fresh("got")
+        with rows_elements(ctx, vals) as e:
+            exists = e.exists or "true"
+            ctx.line(f"    const int {key} = ({exists}) ? (int)({keys.name}[{e.slot}]) : -1;")
+            inside = f" && (unsigned){key} < (unsigned)({view.sizes[0]})" if masked(op) else ""
+            bounds = f" && {view.in_bounds([key])}" if masked(op) and isinstance(view, GlobalView) else ""
+            ctx.line(f"    const bool {ok} = ({exists}){inside}{bounds};")
+            ctx.line(f"    int {got} = -1;")
+            addr = f'"l"({view.addr([key])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key])}))'
+            ctx.line(f'    if ({ok}) asm volatile("atom.{space}.add.{ptx} %0, [%1], %2;" : "=r"({got}) : {addr}, '
+                     f'"r"((int)({vals.name}[{e.slot}])) : "memory");')  # fmt: skip
+            ctx.line(f"    if ({exists}) {old.name}[{e.slot}] = ({storage(old_o.dtype)})({got});")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        dst, src = op.outs[1], op.ins[0]
+        traffic = 2.0 * numel(static_shape(src) or (0,)) * (dst.dtype.bytes if dst.dtype else 4)
+        if dst.kind is Kind.GLOBAL:
+            return CostTerms(global_bytes=traffic)
+        return CostTerms(shared_bytes=traffic)
+
+
 class Iota(Primitive):
     name = "iota"
     summary = "dst[r] = start + r: consecutive row indices in a `rows` register tile"
@@ -353,4 +448,4 @@ def _element(op: TypedOp, ctx, i: int, dst: RegView, flat: str, slot: str) -> st
     return to_f32(f"*{view.addr(local)}", o.dtype)
 
 
-PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, Iota, RowDiv)
+PRIMITIVES: tuple[type[Primitive], ...] = (AtomicAdd, SegmentAdd, AtomicFetchAdd, Iota, RowDiv)

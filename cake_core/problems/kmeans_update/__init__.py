@@ -3,7 +3,8 @@
 A built-in plugin: the plugin manager registers this module like any external one. Its schedules scatter
 points into per-cluster sums with ``atomic.add``: straight into global memory (``schedules/atomic.cake``),
 or privatized per CTA in shared memory first (``schedules/privatized.cake``; ``schedules/staged.cake`` also
-stages the points through shared memory with ``cp.async``).
+stages the points through shared memory with ``cp.async``), or sorted by cluster with a counting sort
+written in Cake IR and summed run by run with ``segment.add`` (``schedules/sorted.cake``).
 """
 
 from __future__ import annotations
