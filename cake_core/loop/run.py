@@ -44,7 +44,11 @@ from cake_core.loop.records import (
 )  # fmt: skip
 from cake_core.paths import make_dir
 from cake_core.problems.problem import SameInputs
+from cake_core.runtime.plan import Timing
 
+#: how stage 3 times a candidate: 50 repetitions, fewer for a kernel slow enough that they would take more
+#: than a second (a variant of the naive schedule takes ~200 ms a call: 5 repetitions rank it well enough)
+STAGE3_TIMING = Timing(budget_ms=1000.0)
 #: how many of a round's compiled candidates stage 3 takes when no budget says otherwise
 DEFAULT_BENCHMARK_TOP = 8
 #: how many calls of the refusing gate a finding's reproducer may cost (verifier: ~10 ms each; interpreter
@@ -343,10 +347,10 @@ class Loop:
                 break
             self.ledger.attempt(f"dispatch:{impl}")
             cand = self.load(c)
-            start = time.monotonic()
+            start, waited = time.monotonic(), _waited(runner)
             m = bench_candidate(cand, self.bench_problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
-                                timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
-            self.record_dispatch(c.id, m, time.monotonic() - start)
+                                timing=STAGE3_TIMING, timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
+            self.record_dispatch(c.id, m, time.monotonic() - start - (_waited(runner) - waited))
             self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
 
     def record_dispatch(self, cid: int | None, m: Measurement, seconds: float) -> None:
@@ -552,6 +556,12 @@ def _drive(loop: Loop) -> RunSummary:
     return summary
 
 
+def _waited(runner: Any) -> float:
+    """Seconds ``runner`` has waited so far for other processes' GPU work: a dispatch's recorded seconds
+    leave them out (what it cost the device, not how long it queued)."""
+    return float(getattr(runner, "waited_s", 0.0))
+
+
 def _baseline(loop: Loop, runner: Any) -> None:
     """The problem's baseline, timed once per run in the same worker as the candidates."""
     from cake_core.loop.baseline import bench_baseline
@@ -564,10 +574,10 @@ def _baseline(loop: Loop, runner: Any) -> None:
         loop.hook.cake_measured(run=loop.info, candidate=None, measurement=loop.measurement(row), resumed=True)
         return
     loop.ledger.attempt("dispatch:baseline")
-    start = time.monotonic()
+    start, waited = time.monotonic(), _waited(runner)
     m = bench_baseline(loop.bench_problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
                        timeout_s=max(loop.opts.gpu_timeout_s, 600.0))  # fmt: skip
-    loop.record_dispatch(None, m, time.monotonic() - start)
+    loop.record_dispatch(None, m, time.monotonic() - start - (_waited(runner) - waited))
     loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)
 
 
