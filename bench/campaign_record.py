@@ -58,6 +58,9 @@ def record(run_dir: Path, label: str = "") -> dict[str, Any]:
         "target": run["target"],
         "seed": run["seed"],
         "feedback": "on" if meta.get("feedback", True) else "off",  # `cake run --no-feedback`: the ablation
+        "start": [c["name"] for c in run["candidates"] if c["origin"] == "seed"],  # naive, or the --from files
+        "start_ms": min((c["measured_ms"] for c in run["candidates"] if c["origin"] == "seed" and c["measured_ms"]),
+                        default=None),  # the best of them, measured in this run: what search must beat
         "gpu_benchmarks": len(dispatches),
         "candidates": candidates,
         "rejected_stage2": rejected,
