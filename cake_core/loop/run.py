@@ -212,6 +212,8 @@ class Loop:
                 continue
             known.add(p["hash"])
             new.append(p)
+        if rnd > 0 and not new and not self.stopped:
+            self.stopped = f"the agent proposed nothing new in round {rnd} ({len(proposals)} proposal(s), all recorded)"
         with self.ledger.transaction() as db:
             for p in new:
                 db.execute("INSERT INTO candidates (hash, name, round, origin, parent, how, path, source, created_at) "
@@ -610,4 +612,4 @@ def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
         "SELECT destination, COUNT(*) AS k FROM findings GROUP BY destination ORDER BY destination"))  # fmt: skip
     loop.stages["route"] = routed or "no findings"
     if loop.stopped:
-        loop.stages["budget"] = f"stopped: {loop.stopped}"
+        loop.stages["stopped"] = loop.stopped
