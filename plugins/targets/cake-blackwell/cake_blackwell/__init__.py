@@ -2,8 +2,8 @@
 
 It registers, through the hooks any plugin uses, the memory tier ``tmem`` (declared in a kernel as
 ``tmem acc: f32[128, 128]``) and the primitives of :mod:`cake_blackwell.tmem` (allocation, relinquish,
-deallocation, ``tcgen05.ld`` and its wait, the fences) and :mod:`cake_blackwell.mma` (``tcgen05.mma``
-and ``tcgen05.commit``). The features they require, ``tcgen05`` and ``tmem``, are declared by
+deallocation, ``tcgen05.ld`` / ``tcgen05.st`` and their waits, the fences) and
+:mod:`cake_blackwell.mma` (``tcgen05.mma`` and ``tcgen05.commit``). The features they require, ``tcgen05`` and ``tmem``, are declared by
 ``cake-targets-nvidia``, whose ``b200`` lists them. Nothing here has run on a B200: the CPU interpreter
 and NVRTC compiling for ``sm_100a`` are the evidence (``ran: false``).
 """
@@ -19,12 +19,14 @@ from cake_blackwell.mma import Tcgen05Commit, Tcgen05Mma
 from cake_blackwell.tmem import (
     TMEM, FenceAfter, FenceBefore, TmemAlloc, TmemDealloc, TmemLoad, TmemRelinquish, TmemWaitLoad,
 )  # fmt: skip
+from cake_blackwell.tmem import TmemStore, TmemWaitStore
 
 __all__ = ["PRIMITIVES", "cake_register_primitives", "cake_register_tiers"]
 
 PRIMITIVES: tuple[type[Primitive], ...] = (
     TmemAlloc, TmemRelinquish, TmemDealloc, Tcgen05Mma, Tcgen05Commit, TmemLoad, TmemWaitLoad, FenceBefore,
     FenceAfter,
+    TmemStore, TmemWaitStore,
 )  # fmt: skip
 
 
