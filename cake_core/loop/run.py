@@ -72,11 +72,17 @@ class RunOptions:
     feedback: bool = True  # hand the agent the routed findings (--no-feedback: the ablation without them)
 
 
-def seed_schedules(problem: object) -> list[Path]:
-    """The problem's committed schedules: ``schedules/*.cake`` beside the module that defines it."""
+def seed_schedules(problem: object, reg: Any = None, target: str | None = None) -> list[Path]:
+    """The problem's committed schedules: those plugins registered for it and for ``target``
+    (``cake_register_schedules``: written for the target, so a ``--budget`` takes them first), then
+    ``schedules/*.cake`` beside the module that defines it."""
     module = importlib.import_module(type(problem).__module__)
     base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
-    return sorted((base / "schedules").glob("*.cake"))
+    own = sorted((base / "schedules").glob("*.cake"))
+    if reg is None or target is None:
+        return own
+    name = getattr(problem, "name", "")
+    return [s.path for s in reg.values("schedules") if s.seeds_for(name, target)] + own
 
 
 def source_hash(text: str, path: str) -> tuple[str, pipeline.Source | None]:
@@ -225,7 +231,7 @@ class Loop:
     def seeds(self) -> list[dict[str, Any]]:
         """Round 0: the ``--from`` files; else, with an agent, the problem's naive schedule (the clean start the
         agent evolves from); else every committed schedule."""
-        paths = self.sources or seed_schedules(self.problem)
+        paths = self.sources or seed_schedules(self.problem, self.reg, self.tgt.name)
         if not self.sources and self.agent is not None:
             paths = [p for p in paths if p.stem == "naive"] or paths
         origin = "from" if self.sources else "seed"
