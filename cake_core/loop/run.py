@@ -597,8 +597,11 @@ def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
         if models:
             m = loop.reg.get("cost_models", models[0])
             kind = "calibrated" if m.calibrated else "uncalibrated"
-            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured. Ranked by the {m.name} cost "
-                                        f"model's predicted time ({kind})")  # fmt: skip
+            # a model may say where its figures for the target come from (``basis(target)``: one sentence)
+            basis = getattr(m, "basis", None)
+            source = f" {basis(loop.tgt)}" if callable(basis) else ""
+            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured (ran: false). Ranked by the "
+                                        f"{m.name} cost model's predicted time ({kind}).{source}")  # fmt: skip
         else:
             loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured, and no cost model is installed, "
                                         "so there is no ranking by predicted time")  # fmt: skip
