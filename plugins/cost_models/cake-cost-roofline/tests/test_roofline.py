@@ -151,7 +151,8 @@ def test_the_estimate_says_where_each_targets_rates_come_from() -> None:
     # b200 has no measured ceiling: its figures are the datasheet's and the model says so; the h200
     # record carries measured ceilings, which it names
     b200 = _estimate("ampere", target="b200")
-    assert "Its b200 rates are datasheet figures, uncalibrated: the target record has no measured ceiling." in b200.notes
+    said = "Its b200 rates are datasheet figures, uncalibrated: the target record has no measured ceiling."
+    assert said in b200.notes
     h200 = _estimate("ampere")
     (note,) = [x for x in h200.notes if x.startswith("Its h200 rates")]
     assert "measured" in note and "datasheet" in note

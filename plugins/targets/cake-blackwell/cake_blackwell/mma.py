@@ -152,8 +152,8 @@ class Tcgen05Commit(Primitive):
 
 
 def _commit(ctx, addr: str) -> None:
-    ctx.line(f'if ({ctx.itid} == 0) asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 '
-             f'[%0];" :: "r"({addr}) : "memory");')  # fmt: skip
+    ctx.line(f'if ({ctx.itid} == 0) asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster'
+             f'.b64 [%0];" :: "r"({addr}) : "memory");')  # fmt: skip
 
 
 class Tcgen05Acquire(_Take):
@@ -169,7 +169,7 @@ class Tcgen05Acquire(_Take):
     side = pipes.PRODUCER
     derives = ("stage", "parity")
     signature = Signature(
-        outs=[Slot("stage", {Kind.VALUE}, Access.WRITE, binds=True, doc="the name the stage takes for the rest of the block")],
+        outs=[Slot("stage", {Kind.VALUE}, Access.WRITE, binds=True, doc="the stage's name for the rest of the block")],
         ins=[Slot("pipe", {Kind.PIPE}, Access.NONE, doc="the pipe"),
              Slot("empty", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.WAIT, derived=True)],
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """Tensor memory: allocating a region, giving up the allocation permit, freeing it, moving a tile
-between tensor memory and registers (``tcgen05.ld`` / ``tcgen05.st`` and their waits), and the fences that order tcgen05 work across a
-thread barrier.
+between tensor memory and registers (``tcgen05.ld`` / ``tcgen05.st`` and their waits), and the fences
+that order tcgen05 work across a thread barrier.
 
 A region is declared at kernel level with the tier's keyword, ``tmem acc: f32[128, 128]`` (or a ring,
 ``f32[2][128, 128]``): 128 lanes (rows) by a number of 32-bit columns. ``tcgen05.alloc acc`` asks the
@@ -164,7 +164,34 @@ def check_region(op: TypedOp, o: Operand) -> Iterable[Diagnostic]:
         )  # fmt: skip
 
 
-class TmemLoad(Primitive):
+class _Move(Primitive):
+    """A copy between a [128, C] f32 tensor-memory tile and a `rows` register tile of the same shape, in
+    pieces of at most 32 columns (:func:`move_chunks`); a subclass gives the instruction (``asm``)."""
+
+    requires = frozenset({TCGEN05, TMEM_FEATURE})
+
+    def sides(self, op: TypedOp) -> tuple[Operand, Operand]:
+        """(the register tile, the tensor-memory operand)"""
+        dst, src = op.outs[0], op.ins[0]
+        return (dst, src) if dst.kind is Kind.REGISTERS else (src, dst)
+
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        """The instruction moving columns ``c0 .. c0 + num`` at tensor-memory address ``word``."""
+        raise NotImplementedError
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        yield from check_move(op, ctx, *self.sides(op))
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        x.write("dst", x.read("src"))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        reg, mem = self.sides(op)
+        for word, (c0, num) in move_chunks(ctx, op, reg=reg, mem=mem):
+            ctx.line(self.asm(ctx.rview(reg).name, word, c0, num))
+
+
+class TmemLoad(_Move):
     name = "tcgen05.ld"
     sass_claims = ("LDTM",)
     summary = "copy a [128, C] f32 tensor-memory tile into a `rows` register tile: lane r to thread r"
@@ -174,7 +201,6 @@ class TmemLoad(Primitive):
         "valid only after `tcgen05.wait.ld` (an asynchronous group of its own on the CPU: reading the tile "
         "before the wait is a race). Cost: no global or shared bytes."
     )
-    requires = frozenset({TCGEN05, TMEM_FEATURE})
     group = "tcgen05.ld"
     group_commit = "tcgen05.ld"
     signature = Signature(
@@ -182,19 +208,11 @@ class TmemLoad(Primitive):
         ins=[Slot("src", {TMEM}, Access.READ)],
     )
 
-    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
-        yield from check_move(op, ctx, op.outs[0], op.ins[0])
-
-    def execute(self, op: TypedOp, x: ExecContext) -> None:
-        x.write("dst", x.read("src"))
-
-    def lower(self, op: TypedOp, ctx) -> None:
-        dst, src = op.outs[0], op.ins[0]
-        for word, (c0, num) in move_chunks(ctx, op, reg=dst, mem=src):
-            outs = ", ".join(f"%{i}" for i in range(num))
-            regs = ", ".join(f'"=f"({ctx.rview(dst).name}[{c0 + i}])' for i in range(num))
-            ctx.line(f'asm volatile("tcgen05.ld.sync.aligned.32x32b.x{num}.b32 {{{outs}}}, [%{num}];" : {regs} : '
-                     f'"r"({word}) : "memory");')  # fmt: skip
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        outs = ", ".join(f"%{i}" for i in range(num))
+        regs = ", ".join(f'"=f"({reg}[{c0 + i}])' for i in range(num))
+        return (f'asm volatile("tcgen05.ld.sync.aligned.32x32b.x{num}.b32 {{{outs}}}, [%{num}];" : {regs} : '
+                f'"r"({word}) : "memory");')  # fmt: skip
 
 
 def check_move(op: TypedOp, ctx: CheckContext, reg: Operand, mem: Operand) -> Iterable[Diagnostic]:
@@ -231,7 +249,7 @@ def move_chunks(ctx, op: TypedOp, reg: Operand, mem: Operand) -> Iterable[tuple[
         c0 += num
 
 
-class TmemStore(Primitive):
+class TmemStore(_Move):
     name = "tcgen05.st"
     sass_claims = ("STTM",)
     summary = "copy a `rows` register tile into a [128, C] f32 tensor-memory tile: thread r to lane r"
@@ -242,7 +260,6 @@ class TmemStore(Primitive):
         "CPU: an `tcgen05.mma` or `tcgen05.ld` of the region before the wait, and the fences and barrier "
         "that hand it on, is a race). Cost: no global or shared bytes."
     )
-    requires = frozenset({TCGEN05, TMEM_FEATURE})
     group = "tcgen05.st"
     group_commit = "tcgen05.st"
     signature = Signature(
@@ -250,19 +267,11 @@ class TmemStore(Primitive):
         ins=[Slot("src", {Kind.REGISTERS}, Access.READ)],
     )
 
-    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
-        yield from check_move(op, ctx, op.ins[0], op.outs[0])
-
-    def execute(self, op: TypedOp, x: ExecContext) -> None:
-        x.write("dst", x.read("src"))
-
-    def lower(self, op: TypedOp, ctx) -> None:
-        dst, src = op.outs[0], op.ins[0]
-        for word, (c0, num) in move_chunks(ctx, op, reg=src, mem=dst):
-            ins = ", ".join(f"%{i + 1}" for i in range(num))
-            regs = ", ".join(f'"f"({ctx.rview(src).name}[{c0 + i}])' for i in range(num))
-            ctx.line(f'asm volatile("tcgen05.st.sync.aligned.32x32b.x{num}.b32 [%0], {{{ins}}};" :: "r"({word}), '
-                     f'{regs} : "memory");')  # fmt: skip
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        ins = ", ".join(f"%{i + 1}" for i in range(num))
+        regs = ", ".join(f'"f"({reg}[{c0 + i}])' for i in range(num))
+        return (f'asm volatile("tcgen05.st.sync.aligned.32x32b.x{num}.b32 [%0], {{{ins}}};" :: "r"({word}), '
+                f'{regs} : "memory");')  # fmt: skip
 
 
 class TmemWaitStore(Primitive):

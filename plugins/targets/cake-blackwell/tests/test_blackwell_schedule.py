@@ -22,7 +22,7 @@ from cake_core.verify.interp_gate import interp_checked, run_gate, type_variable
 
 from cake_blackwell import SCHEDULES
 
-from .conftest import check
+from .conftest import checked_file
 
 BLACKWELL = SCHEDULES / "blackwell.cake"
 
@@ -38,10 +38,9 @@ def text() -> str:
 
 
 @pytest.fixture(scope="module")
-def compiled(registry, b200, text):
+def compiled(registry, b200):
     """The checked module for b200 and the NVRTC compile of its D=128 bf16 specialization."""
-    checked = check(registry, b200, text, str(BLACKWELL))
-    assert checked.ok, [str(d) for d in checked.diagnostics]
+    checked = checked_file(registry, b200, BLACKWELL)
     spec = select_spec(checked, {"D": 128, "T": "bf16"})
     return checked, compile_cuda(lower_program(checked, b200, spec).source, b200.nvrtc_arch)
 

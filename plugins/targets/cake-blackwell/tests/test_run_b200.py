@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cake_core import cli
 from cake_core.runtime import device, sass
+from cake_core.runtime.device import requires_gpu
 
 from cake_blackwell import SCHEDULES
 
@@ -24,7 +25,8 @@ def test_cake_run_on_b200_ranks_blackwell_first_and_says_nothing_ran(tmp_path: P
     # the CPU path also where a GPU is installed (none of them is a B200)
     monkeypatch.setattr(device, "driver_status", lambda **_: (False, "the CPU path, by the test"))
     # the budget takes the schedules written for the target first: blackwell.cake, then ampere.cake
-    rc = cli.main(["run", "kmeans-assign", "--target", "b200", "--budget", "2", "--workers", "1", "--out", str(tmp_path)])
+    rc = cli.main(["run", "kmeans-assign", "--target", "b200", "--budget", "2", "--workers", "1",
+                   "--out", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0, out
     record = json.loads((tmp_path / "run.json").read_text())
@@ -57,13 +59,14 @@ def test_cake_export_writes_a_standalone_source_with_its_launcher(tmp_path: Path
     assert "cuTensorMapEncodeTiled" in cu and "cudaFuncAttributeMaxDynamicSharedMemorySize" in cu
 
 
-@pytest.mark.gpu
+@requires_gpu  # where the GPU tests run (the H200 machine has nvcc); it cannot run the kernel there
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_the_export_builds_with_nvcc_for_sm_100a(tmp_path: Path) -> None:
     out = _export(tmp_path)
     lib = out / "libblackwell.so"
-    r = subprocess.run([NVCC, "-O3", "-std=c++17", "-gencode=arch=compute_100a,code=sm_100a", "-shared", "-Xcompiler",
-                        "-fPIC", "-o", str(lib), str(out / "blackwell.cu")], capture_output=True, text=True, timeout=600)  # fmt: skip
+    cmd = [NVCC, "-O3", "-std=c++17", "-gencode=arch=compute_100a,code=sm_100a", "-shared", "-Xcompiler", "-fPIC",
+           "-o", str(lib), str(out / "blackwell.cu")]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     symbols = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True).stdout
     assert "cake_blackwell__T_bf16__D_128" in symbols and "cake_blackwell__T_bf16__D_128_workspace_bytes" in symbols

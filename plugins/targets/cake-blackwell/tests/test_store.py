@@ -18,7 +18,7 @@ from cake_core.runtime import sass
 from cake_core.runtime.nvrtc import compile_cuda
 from cake_core.semantics import run_program
 
-from .conftest import check
+from .conftest import checked_file
 
 ST = Path(__file__).parent / "st.cake"
 
@@ -29,10 +29,8 @@ def st_text() -> str:
 
 
 @pytest.fixture(scope="module")
-def st_checked(registry, b200, st_text):
-    checked = check(registry, b200, st_text, str(ST))
-    assert checked.ok, [str(d) for d in checked.diagnostics]
-    return checked
+def st_checked(registry, b200):
+    return checked_file(registry, b200, ST)
 
 
 def _inputs(m: int, n: int, seed: int):
