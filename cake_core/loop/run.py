@@ -76,11 +76,17 @@ class RunOptions:
     feedback: bool = True  # hand the agent the routed findings (--no-feedback: the ablation without them)
 
 
-def seed_schedules(problem: object) -> list[Path]:
-    """The problem's committed schedules: ``schedules/*.cake`` beside the module that defines it."""
+def seed_schedules(problem: object, reg: Any = None, target: str | None = None) -> list[Path]:
+    """The problem's committed schedules: those plugins registered for it and for ``target``
+    (``cake_register_schedules``: written for the target, so a ``--budget`` takes them first), then
+    ``schedules/*.cake`` beside the module that defines it."""
     module = importlib.import_module(type(problem).__module__)
     base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
-    return sorted((base / "schedules").glob("*.cake"))
+    own = sorted((base / "schedules").glob("*.cake"))
+    if reg is None or target is None:
+        return own
+    name = getattr(problem, "name", "")
+    return [s.path for s in reg.values("schedules") if s.seeds_for(name, target)] + own
 
 
 def source_hash(text: str, path: str) -> tuple[str, pipeline.Source | None]:
@@ -231,7 +237,7 @@ class Loop:
     def seeds(self) -> list[dict[str, Any]]:
         """Round 0: the ``--from`` files; else, with an agent, the problem's naive schedule (the clean start the
         agent evolves from); else every committed schedule."""
-        paths = self.sources or seed_schedules(self.problem)
+        paths = self.sources or seed_schedules(self.problem, self.reg, self.tgt.name)
         if not self.sources and self.agent is not None:
             paths = [p for p in paths if p.stem == "naive"] or paths
         origin = "from" if self.sources else "seed"
@@ -603,8 +609,11 @@ def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
         if models:
             m = loop.reg.get("cost_models", models[0])
             kind = "calibrated" if m.calibrated else "uncalibrated"
-            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured. Ranked by the {m.name} cost "
-                                        f"model's predicted time ({kind})")  # fmt: skip
+            # a model may say where its figures for the target come from (``basis(target)``: one sentence)
+            basis = getattr(m, "basis", None)
+            source = f" {basis(loop.tgt)}" if callable(basis) else ""
+            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured (ran: false). Ranked by the "
+                                        f"{m.name} cost model's predicted time ({kind}).{source}")  # fmt: skip
         else:
             loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured, and no cost model is installed, "
                                         "so there is no ranking by predicted time")  # fmt: skip
