@@ -1,6 +1,7 @@
 """kmeans-iter's schedules without a GPU: ``naive.cake`` (assignment, then atomic accumulation and a division,
-as separate launches) verifies clean for h200, runs in the interpreter to the oracle's approval on ragged
-shapes, planted bugs fail the oracle, and it compiles for h200 without spills."""
+as separate launches) and ``fused.cake`` (the assignment's CTA scatters its rows of x from shared memory
+right after the argmin) verify clean for h200, run in the interpreter to the oracle's approval on ragged
+shapes, and planted bugs fail the oracle; both compile for h200 without spills."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
 
 HERE = Path(kmeans_iter.__file__).parent / "schedules"
-LAUNCHES = {"naive": 5}
+LAUNCHES = {"naive": 5, "fused": 3}
 
 #: N ragged against the 128 points of a CTA, K against the 128 centroids of a tile
 SHAPES = [
@@ -55,6 +56,14 @@ def test_schedule_gives_the_oracles_answer(compile_cake, name, shape, dtype):
 @pytest.mark.parametrize(
     "name,old,new,what",
     [
+        # the scatter takes the argmin of the rows past N (zero-filled points) too: phantom members
+        ("fused", "atomic.add counts[b, :] <- one, ai, oob=skip", "atomic.add counts[b, :] <- one, ri, oob=skip",
+         "rows past N counted"),
+        # the read back no longer marks rows past N with -1
+        ("fused", "load ai <- assign[b, t * BM : +BM], oob=fill, value=-1",
+         "load ai <- assign[b, t * BM : +BM], oob=zero", "tail rows sent to cluster 0"),
+        # empty clusters divided without the previous centroid to fall back on
+        ("fused", ", c[b, t * R : +R, dc * DC : +DC], oob=zero", ", oob=zero", "empty clusters zeroed"),
         # the update scatters each point by its neighbour's assignment
         ("naive", "load ai <- assign[b, t * R : +R]", "load ai <- assign[b, t * R + 1 : +R]", "wrong clusters"),
     ],
@@ -65,11 +74,16 @@ def test_planted_bugs_fail_the_oracle(compile_cake, plant, name, old, new, what)
     assert not report.passed, what
 
 
+KERNELS = {
+    "naive": {"cake_centroid_norms", "cake_zero", "cake_nearest", "cake_accumulate", "cake_finalize"},
+    "fused": {"cake_prepare", "cake_assign_scatter", "cake_finalize"},
+}
 
-def test_the_naive_schedule_compiles_for_h200_without_spills():
-    cand = pipeline.Candidate.load(HERE / "naive.cake", plugins.registry().get("targets", "h200"))
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_schedule_compiles_for_h200_without_spills(name):
+    cand = pipeline.Candidate.load(HERE / f"{name}.cake", plugins.registry().get("targets", "h200"))
     spec = cand.spec(program_values(cand.check(), P, {"B": 1, "N": 1, "K": 1, "D": 128}, "bf16"))
     kernels = cand.compile(spec, cache=False).kernels
-    assert {k.split("__")[0] for k in kernels} == {
-        "cake_centroid_norms", "cake_zero", "cake_nearest", "cake_accumulate", "cake_finalize"}
-    assert not [name for name, k in kernels.items() if k.spills], kernels
+    assert {k.split("__")[0] for k in kernels} == KERNELS[name]
+    assert not [k for k, r in kernels.items() if r.spills], kernels
