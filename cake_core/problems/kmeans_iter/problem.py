@@ -12,6 +12,7 @@ import numpy as np
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import encode, random_values, storage_dtype
 from cake_core.problems.kmeans_assign import oracle as assign_oracle
+from cake_core.problems.kmeans_assign.problem import KMeansAssign
 from cake_core.problems.kmeans_iter import oracle
 from cake_core.problems.kmeans_iter.baseline import FLASH_KMEANS_ITER
 from cake_core.problems.kmeans_iter.cells import CHECK_CELLS, DEFAULT_CELL
@@ -66,12 +67,8 @@ class KMeansIter:
         "sums, rounded to the input type; an empty cluster keeps its centroid)"
     )
     dtypes: ClassVar[tuple[str, ...]] = _FLOAT_INPUTS
-    sizes: ClassVar[tuple[SizeDecl, ...]] = (
-        SizeDecl("B", 1, doc="independent problems (batches)"),
-        SizeDecl("N", 1, doc="points per batch"),
-        SizeDecl("K", 1, doc="clusters per batch"),
-        SizeDecl("D", 1, choices=(64, 128, 256), doc="dimensions of a point"),
-    )
+    #: kmeans-assign's domain (B, N, K >= 1; D in {64, 128, 256})
+    sizes: ClassVar[tuple[SizeDecl, ...]] = KMeansAssign.sizes
     tensors: ClassVar[tuple[TensorDecl, ...]] = (
         TensorDecl("x", "input", _FLOAT_INPUTS, ("B", "N", "D"), doc="points"),
         TensorDecl("c", "input", _FLOAT_INPUTS, ("B", "K", "D"), doc="centroids of this iteration"),
