@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from cake_core.hostdata import decode
+from cake_core.hostdata import decode, encode
 from cake_core.problems.kmeans_assign.oracle import FIRST_VIOLATIONS
 from cake_core.problems.kmeans_update.oracle import U32, batch_truth
 from cake_core.problems.problem import OracleReport, Violation
@@ -44,9 +44,8 @@ def centroid_tolerance_text(dtype: str) -> str:
 
 
 def reference_centroids(x: np.ndarray, assign: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
-    """The float64 means over ``assign``'s clusters rounded once to ``dtype`` (an empty cluster: ``c``)."""
-    from cake_core.hostdata import encode
-
+    """The float64 means over ``assign``'s clusters rounded to ``dtype`` through f32, as a kernel's store
+    rounds (an empty cluster: ``c``)."""
     out = np.empty_like(c)
     for b in range(c.shape[0]):
         t = batch_truth(x[b], assign[b], c.shape[1], dtype)

@@ -39,7 +39,9 @@ kernel prepare(c: global T[B, K, D], c_sq: global f32[B, K], sums: global f32[B,
 # to its cluster's sums and 1 to its count
 kernel assign_scatter(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, K], assign: global i32[B, N], sums: global f32[B, K, D], counts: global i32[B, K])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
-  const BM = 128, BN = 128, BK = 32, S = 3, WM = 4, WN = 2, DC = 32
+  # the fastest of ampere.cake's 48 sweep settings at the reference cell (2.39 ms against 3.58 for its
+  # committed constants, bench/results/2026-12-01-h200-cost-rank-2.json): 4 warps, one point each in the scatter
+  const BM = 128, BN = 128, BK = 64, S = 2, WM = 2, WN = 2, DC = 32
   const KC = D / BK
   grid (t, b) over (cdiv(N, BM), B)
   cta warps WM * WN occupancy 1
