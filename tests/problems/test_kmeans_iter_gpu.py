@@ -25,8 +25,7 @@ TIMING = Timing(warmup=1, reps=3)
 CELLS = [
     ({"B": 2, "N": 1001, "K": 37, "D": 64}, "bf16"),
     ({"B": 1, "N": 333, "K": 130, "D": 128}, "f16"),
-    ({"B": 3, "N": 517, "K": 5, "D": 256}, "f16"),
-    ({"B": 2, "N": 2049, "K": 257, "D": 128}, "bf16"),
+    ({"B": 3, "N": 517, "K": 5, "D": 256}, "bf16"),
 ]
 PARAMS = [(name, cell, dtype) for name in ("naive", "fused") for cell, dtype in CELLS]
 
@@ -46,7 +45,7 @@ def test_schedule_passes_the_oracle_on_the_gpu(name: str, cell: dict, dtype: str
 
 @pytest.mark.gpu
 def test_the_flash_kmeans_baseline_passes_the_oracle(gpu_runner, record) -> None:
-    cell, dtype = CELLS[3]
+    cell, dtype = CELLS[0]
     m = bench_baseline(P, cell, dtype, gpu_runner, timing=TIMING, commit="test", target="h200")
     if m.status == "unavailable":
         pytest.skip(m.error or "flash-kmeans is not installed")
