@@ -7,7 +7,7 @@ repetition, the L2 flushed before each repetition outside the timed region, medi
 are interleaved (run 0 of every impl, then run 1, ...), each run on fresh random inputs that every impl
 of the run gets, with both outputs poisoned before timing and checked by the problem's full oracle after it.
 
-The baseline is the problem's (`cake_core/problems/kmeans_iter/baseline.py`): flash-kmeans `_euclid_iter`,
+The baseline is the problem's (`cake_core/problems/kmeans_iter/baseline.py`): flash-kmeans's iteration (`_euclid_iter`),
 ||x||^2 given (computed untimed), autotuned before timing, prepared on each run's inputs through its
 declared entry; where flash-kmeans is not installed its records say `unavailable`. Each record carries
 `fraction_of_compute_floor`: the time the problem's FLOPs take at the target's tensor peak for the

@@ -17,19 +17,9 @@ from cake_core.problems.kmeans_iter import oracle
 from cake_core.problems.kmeans_iter.baseline import FLASH_KMEANS_ITER
 from cake_core.problems.kmeans_iter.cells import CHECK_CELLS, DEFAULT_CELL
 from cake_core.problems.problem import (
-    METHOD_CUDA,
-    METHOD_NUMPY,
-    Baseline,
-    Cell,
-    OracleReport,
-    SizeDecl,
-    TensorDecl,
-    failed_report,
-    inputs_of,
-    outputs_of,
-    structural_violations,
-    validate_cell,
-)
+    METHOD_CUDA, METHOD_NUMPY, Baseline, Cell, OracleReport, SizeDecl, TensorDecl, failed_report, inputs_of, outputs_of,
+    structural_violations, validate_cell,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from cake_core.runtime.worker import GpuRunner
