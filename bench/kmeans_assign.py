@@ -20,95 +20,14 @@ Usage: python bench/kmeans_assign.py [--runs 3] [--reps 50] [--schedules hopper,
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import CakeLauncher, keep, make_record, time_fn, to_device, write_records  # noqa: E402
+
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_assign" / "schedules"
-
-
-class CakeLauncher:
-    """Launch a lowered Cake program on torch's current stream, over torch tensors."""
-
-    def __init__(self, path: Path, target, shape: dict, dtype: str, tensors: dict) -> None:
-        import torch
-        from cuda.bindings import driver as cu
-
-        from cake_core import pipeline
-        from cake_core.lower.program import build_plan
-        from cake_core.loop.benchmark import program_values
-        from cake_core.runtime.executor import encode_tensor_map, pack_params
-        from cake_core.runtime.plan import TensorMapArg
-        from cake_core import plugins
-
-        problem = plugins.registry().get("problems", "kmeans-assign")
-        self.candidate = cand = pipeline.Candidate.load(path, target)
-        values = program_values(cand.check(), problem, shape, dtype)
-        spec = cand.spec(values)
-        self.compiled = compiled = cand.compile(spec)
-        self.plan = plan = build_plan(cand.build(spec), compiled.cubin, values)
-        self.cu = cu
-        torch.cuda.synchronize()
-        (err,) = cu.cuInit(0)
-        assert int(err) == 0, err
-        err, self.module = cu.cuModuleLoadData(compiled.cubin)
-        assert int(err) == 0, err
-        self.tensors = dict(tensors)
-        for spec in plan.tensors:
-            if spec.name not in self.tensors:  # scratch: program buffers
-                tdt = {"f32": torch.float32, "i32": torch.int32, "bf16": torch.bfloat16, "f16": torch.float16}[spec.dtype]
-                self.tensors[spec.name] = torch.empty(spec.shape, dtype=tdt, device="cuda")
-        pointers = {name: t.data_ptr() for name, t in self.tensors.items()}
-        self.launches = []
-        for launch in plan.launches:
-            err, fn = cu.cuModuleGetFunction(self.module, launch.function.encode())
-            assert int(err) == 0, err
-            if launch.smem_bytes > 48 * 1024:
-                (err,) = cu.cuFuncSetAttribute(
-                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.smem_bytes
-                )
-                assert int(err) == 0, err
-            maps = {a: encode_tensor_map(cu, a, pointers[a.name]) for a in launch.args if isinstance(a, TensorMapArg)}
-            self.launches.append((fn, launch, pack_params(launch, pointers, maps)))
-
-    def __call__(self) -> None:
-        import torch
-
-        stream = self.cu.CUstream(torch.cuda.current_stream().cuda_stream)
-        for fn, launch, params in self.launches:
-            (err,) = self.cu.cuLaunchKernel(fn, *launch.grid, *launch.block, launch.smem_bytes, stream,
-                                            params.address, 0)  # fmt: skip
-            if int(err) != 0:
-                raise RuntimeError(f"cuLaunchKernel({launch.function}): {err}")
-
-
-def time_fn(fn, reps: int, warmup: int, flush) -> list[float]:
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(reps):
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return samples
-
-
-def _write(path: Path, records: list[dict]) -> None:
-    """The records so far, replacing the file whole (written beside it, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(records, indent=1))
-    tmp.replace(path)
 
 
 def main() -> int:
@@ -122,11 +41,10 @@ def main() -> int:
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
-    import numpy as np
     import torch
 
     from cake_core import plugins
-    from cake_core.loop.benchmark import git_commit, today
+    from cake_core.loop.benchmark import git_commit
     from cake_core.problems.kmeans_assign.baseline import squared_norms
     from cake_core.problems.kmeans_assign.cells import CHECK_CELLS, DEFAULT_CELL
     from cake_core.problems.problem import baseline_of
@@ -141,8 +59,6 @@ def main() -> int:
     cells = [DEFAULT_CELL] if args.cells == "default" else list(CHECK_CELLS)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     records = []
-    tdtype = {"bf16": torch.bfloat16, "f16": torch.float16}
-
     from flash_kmeans.assign_euclid_triton import euclid_assign_triton
 
     baseline = baseline_of(problem)
@@ -155,9 +71,7 @@ def main() -> int:
 
             def fresh(seed: int):
                 host = problem.make_inputs(shape, dtype, seed)
-                xs = {k: torch.from_numpy(v.view(np.int16) if v.dtype == np.uint16 else v).cuda() for k, v in host.items()}
-                xs = {k: (v.view(tdtype[dtype]) if v.dtype == torch.int16 else v) for k, v in xs.items()}
-                return host, xs
+                return host, to_device(host, dtype)
 
             host, dev = fresh(1000)
             out = torch.empty((B, N), dtype=torch.int32, device="cuda")
@@ -167,7 +81,7 @@ def main() -> int:
                 path = SCHEDULES / f"{name}.cake"
                 if not path.exists():
                     path, name = Path(name), Path(name).stem
-                launcher = CakeLauncher(path, target, shape, dtype,
+                launcher = CakeLauncher(path, problem, target, shape, dtype,
                                         {"x": dev["x"], "c": dev["c"], "out": out})  # fmt: skip
                 impls[f"cake:{name}"] = launcher
             x_sq = torch.empty((B, N), dtype=torch.float32, device="cuda")
@@ -213,32 +127,12 @@ def main() -> int:
                     torch.cuda.synchronize()
                     result = {"out": out.cpu().numpy()}
                     report = problem.check(host, result, shape, dtype, runner=oracle_runner)
-                    med = statistics.median(samples) if samples else None
-                    rec = {
-                        "problem": problem.name, "shape": dict(shape), "dtype": dtype, "gpu": gpu,
-                        "target": target.name if impl.startswith("cake:") else None, "date": today(),
-                        "commit": commit, "impl": impl, "run": run, "median_ms": med, "samples": samples,
-                        "correct": report.passed, "oracle": report.summary(), "status": status, "error": error,
-                        "tflops": problem.flops(shape) / (med * 1e-3) / 1e12 if med else None,
-                    }  # fmt: skip
-                    if impl.startswith("cake:"):
-                        launcher = impls[impl]
-                        from cake_core.runtime.sass import check_claims
-
-                        f = check_claims(launcher.compiled.cubin, launcher.candidate.sass_claims())
-                        rec["sass"] = {"claims": list(f.claims), "present": list(f.present),
-                                       "missing": list(f.missing), "counts": f.counts}  # fmt: skip
-                        rec["resources"] = {k: {"registers": r.registers, "spill_stores": r.spill_stores,
-                                                "spill_loads": r.spill_loads, "stack": r.stack_frame}
-                                            for k, r in launcher.compiled.kernels.items()}  # fmt: skip
-                        rec["warnings"] = [str(w) for w in launcher.compiled.warnings]
-                    records.append(rec)
-                    print(f"run {run} {cell.label} {impl:26} {med if med else float('nan'):8.3f} ms  "
-                          f"correct={report.passed}", flush=True)  # fmt: skip
-                    if args.out:  # after every record: a run cut short by a time limit keeps what it measured
-                        _write(Path(args.out), records)
+                    keep(records, make_record(problem, cell, impl, run, samples, report, gpu=gpu, target=target.name,
+                                              commit=commit, status=status, error=error,
+                                              launcher=impls[impl] if impl.startswith("cake:") else None),
+                         cell.label, args.out)  # fmt: skip
     if args.out:
-        _write(Path(args.out), records)
+        write_records(Path(args.out), records)
     # table: per cell and impl, the median of the run medians, and the ratio to the best baseline
     print()
     print(f"{'cell':34} {'impl':26} {'runs (ms)':30} {'TFLOP/s':>8} {'vs flash-kmeans':>15}")

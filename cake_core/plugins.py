@@ -44,7 +44,7 @@ ENTRY_POINT_GROUP = "cake"
 # Modules inside cake_core that register through the same hooks as any external plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "cake_core.primitives", "cake_core.problems.kmeans_assign", "cake_core.problems.kmeans_update",
-    "cake_core.problems.knn",
+    "cake_core.problems.knn", "cake_core.problems.kmeans_iter",
 )
 
 @attrs.frozen
