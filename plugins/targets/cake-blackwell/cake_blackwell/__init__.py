@@ -14,18 +14,24 @@ from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.primitive import Primitive, Tier
+from cake_core.verify.rule import Rule
 
 from cake_blackwell.mma import Tcgen05Commit, Tcgen05Mma
+from cake_blackwell.rules_access import Tcgen05Target, TmemLaneQuarter, TmemReadBeforeCommit
+from cake_blackwell.rules_alloc import TmemCapacity, TmemLifecycle
 from cake_blackwell.tmem import (
     TMEM, FenceAfter, FenceBefore, TmemAlloc, TmemDealloc, TmemLoad, TmemRelinquish, TmemWaitLoad,
 )  # fmt: skip
 
-__all__ = ["PRIMITIVES", "cake_register_primitives", "cake_register_tiers"]
+__all__ = ["PRIMITIVES", "RULES", "cake_register_primitives", "cake_register_rules", "cake_register_tiers"]
 
 PRIMITIVES: tuple[type[Primitive], ...] = (
     TmemAlloc, TmemRelinquish, TmemDealloc, Tcgen05Mma, Tcgen05Commit, TmemLoad, TmemWaitLoad, FenceBefore,
     FenceAfter,
 )  # fmt: skip
+
+#: the verifier rules of the pack (ids BW101..; see README.md, "Verifier rules")
+RULES: tuple[type[Rule], ...] = (TmemCapacity, TmemLifecycle, TmemLaneQuarter, TmemReadBeforeCommit, Tcgen05Target)
 
 
 @hookimpl
@@ -36,4 +42,10 @@ def cake_register_tiers(register: Callable[[Tier], None]) -> None:
 @hookimpl
 def cake_register_primitives(register: Callable[[Primitive], None]) -> None:
     for cls in PRIMITIVES:
+        register(cls())
+
+
+@hookimpl
+def cake_register_rules(register: Callable[[Rule], None]) -> None:
+    for cls in RULES:
         register(cls())
