@@ -4,7 +4,10 @@ It registers, through the hooks any plugin uses, the memory tier ``tmem`` (decla
 ``tmem acc: f32[128, 128]``) and the primitives of :mod:`cake_blackwell.tmem` (allocation, relinquish,
 deallocation, ``tcgen05.ld`` and its wait, the fences) and :mod:`cake_blackwell.mma` (``tcgen05.mma``
 and ``tcgen05.commit``). The features they require, ``tcgen05`` and ``tmem``, are declared by
-``cake-targets-nvidia``, whose ``b200`` lists them. Nothing here has run on a B200: the CPU interpreter
+``cake-targets-nvidia``, whose ``b200`` lists them. Beside them it registers the verifier rules that
+check tensor-memory discipline (BW101-BW105, :mod:`cake_blackwell.rules_alloc` and
+:mod:`cake_blackwell.rules_access`) and the mutation classes those rules catch
+(:mod:`cake_blackwell.mutations`). Nothing here has run on a B200: the CPU interpreter
 and NVRTC compiling for ``sm_100a`` are the evidence (``ran: false``).
 """
 
@@ -14,16 +17,21 @@ from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.primitive import Primitive, Tier
+from cake_core.mutate.mutant import Operator
 from cake_core.verify.rule import Rule
 
 from cake_blackwell.mma import Tcgen05Commit, Tcgen05Mma
+from cake_blackwell.mutations import MUTATIONS
 from cake_blackwell.rules_access import Tcgen05Target, TmemLaneQuarter, TmemReadBeforeCommit
 from cake_blackwell.rules_alloc import TmemCapacity, TmemLifecycle
 from cake_blackwell.tmem import (
     TMEM, FenceAfter, FenceBefore, TmemAlloc, TmemDealloc, TmemLoad, TmemRelinquish, TmemWaitLoad,
 )  # fmt: skip
 
-__all__ = ["PRIMITIVES", "RULES", "cake_register_primitives", "cake_register_rules", "cake_register_tiers"]
+__all__ = [
+    "MUTATIONS", "PRIMITIVES", "RULES", "cake_register_mutations", "cake_register_primitives", "cake_register_rules",
+    "cake_register_tiers",
+]  # fmt: skip
 
 PRIMITIVES: tuple[type[Primitive], ...] = (
     TmemAlloc, TmemRelinquish, TmemDealloc, Tcgen05Mma, Tcgen05Commit, TmemLoad, TmemWaitLoad, FenceBefore,
@@ -49,3 +57,9 @@ def cake_register_primitives(register: Callable[[Primitive], None]) -> None:
 def cake_register_rules(register: Callable[[Rule], None]) -> None:
     for cls in RULES:
         register(cls())
+
+
+@hookimpl
+def cake_register_mutations(register: Callable[[Operator], None]) -> None:
+    for op in MUTATIONS:
+        register(op)
