@@ -124,11 +124,12 @@ class TmemReadBeforeCommit(Rule):
 ## What it does
 For every read of a tensor-memory region by a warp (`tcgen05.ld`), finds the asynchronous writes of
 that region (`tcgen05.mma`, or any primitive whose tensor-memory write belongs to an asynchronous
-group), the completion that covers each (the next `tcgen05.commit` of the issuing role after it: a
-primitive that completes the write's group with a barrier arrival), and checks that the reading role
-waits on that completion's barrier before the read: after the commit in program order when one role
-does both, before the read in the reader's program order otherwise. A write that no commit follows
-is reported too.
+group), the completions that cover each (every `tcgen05.commit` of the issuing role after it: a
+primitive that completes the write's group with a barrier arrival; a commit covers all the work issued
+before it, so one releasing a shared-memory stage inside the loop and one after the loop both do), and
+checks that the reading role waits on one of their barriers before the read: after the first such
+commit in program order when one role does both, before the read in the reader's program order
+otherwise. A write that no commit follows is reported too.
 
 ## Why is this bad?
 `tcgen05.mma` is asynchronous: the instruction returns before the product is in tensor memory, and
@@ -171,25 +172,28 @@ wait there.
     def _unwaited(self, every: list[Site], writers: list[tuple[Site, Effect]], r: Site, region: str | None) -> Diagnostic | None:
         for w, _ in (x for x in writers if x[1].operand.name == region):
             group = w.typed.prim.group or ""
-            commit = next((c for c in every if c.role is w.role and c.order > w.order and completes(c, group)), None)
-            if commit is None:
+            # every later completion of the group in the issuing role covers the write: a wait on any of them
+            commits = [c for c in every if c.role is w.role and c.order > w.order and completes(c, group)]
+            if not commits:
                 return self.at(
                     r.loc, f"`{r.op.name}` reads `{region}`, which the `{w.op.name}` at line {w.loc.line} writes "
                     "asynchronously with no `tcgen05.commit` after it", label="no completion to wait for",
                     secondary=[Label(w.loc, "written asynchronously here")],
                     help=f"after the `{w.op.name}`, `tcgen05.commit` to an mbarrier; wait on it before this read",
                 )  # fmt: skip
-            bars = completes(commit, group)
+            commit = commits[0]
+            bars = sorted({b for c in commits for b in completes(c, group)})
             after = commit.order if r.role is w.role else -1
             waited = any(
                 s.role is r.role and after < s.order < r.order and set(waits_on(s)) & set(bars) for s in every
             )  # fmt: skip
             if not waited:
-                names = ", ".join(f"`{b}`" for b in bars)
+                names = " or ".join(f"`{b}`" for b in bars)
                 where = "after the commit and " if r.role is w.role else ""
                 return self.at(
-                    r.loc, f"`{r.op.name}` reads the accumulator `{region}` without waiting on {names}, the barrier "
-                    f"the `tcgen05.commit` covering its `{w.op.name}` arrives on", label="may read a partial product",
+                    r.loc, f"`{r.op.name}` reads the accumulator `{region}` without waiting on {names}, "
+                    f"{'the barrier' if len(bars) == 1 else 'a barrier'} a `tcgen05.commit` covering its `{w.op.name}` "
+                    "arrives on", label="may read a partial product",
                     secondary=[Label(w.loc, "the asynchronous write"), Label(commit.loc, f"completes on {names}")],
                     notes=[f"role `{r.role.role.name}` has no wait on {names} {where}before this read"],
                     help=f"wait on {names} (`mbarrier.wait`, or the pipe's wait) and `tcgen05.fence.after` before "

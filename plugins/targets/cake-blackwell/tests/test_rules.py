@@ -97,12 +97,14 @@ def _interpret(registry, path: Path, m: int = 200):
     from cake_core.ir.types import DType
     from cake_core.semantics import run_program
 
-    checked = check_module(parse(path.read_text(), str(path)), registry.by_name("primitives"),
+    text = path.read_text()
+    k = 128 if "x: global bf16[M, 128]" in text else 64
+    checked = check_module(parse(text, str(path)), registry.by_name("primitives"),
                            registry.get("targets", "b200"), layouts=registry.by_name("layouts"))  # fmt: skip
     assert checked.ok, [str(d) for d in checked.diagnostics]
     rng = np.random.default_rng(m)
-    x = encode(rng.standard_normal((m, 64)).astype(np.float32), DType.BF16)
-    c = encode(rng.standard_normal((128, 64)).astype(np.float32), DType.BF16)
+    x = encode(rng.standard_normal((m, k)).astype(np.float32), DType.BF16)
+    c = encode(rng.standard_normal((128, k)).astype(np.float32), DType.BF16)
     out = np.full((m, 128), np.nan, dtype=np.float32)
     res = run_program(checked, {"x": x, "c": c, "out": out}, {"M": m})
     want = decode(x, DType.BF16).astype(np.float64) @ decode(c, DType.BF16).astype(np.float64).T
