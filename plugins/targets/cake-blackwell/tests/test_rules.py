@@ -126,3 +126,26 @@ def test_what_only_the_rules_see(registry) -> None:
     # another role's missing wait the interpreter finds too, as a race on the region
     findings, _ = _interpret(registry, CORPUS / "BW104" / "invalid_epilogue_skips_wait.cake")
     assert any(f.code.code == "CS003" and "`acc`" in f.message for f in findings)
+
+
+#: near misses of distinct shape: one role, the epilogue on the first or the second warpgroup, a K loop
+COMPILED = ["BW101/valid_exact_fit.cake", "BW103/valid_epilogue_first.cake", "BW103/valid_epilogue_second_warpgroup.cake",
+            "BW104/valid_commit_per_k_step.cake"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_near_misses_compile_for_sm_100a(name: str, registry) -> None:
+    from cake_core.ir.parser import parse
+    from cake_core.ir.sema import check_module
+    from cake_core.lower.program import lower_program, program_specs
+    from cake_core.runtime.nvrtc import compile_cuda
+
+    b200 = registry.get("targets", "b200")
+    path = CORPUS / name
+    checked = check_module(parse(path.read_text(), str(path)), registry.by_name("primitives"), b200,
+                           layouts=registry.by_name("layouts"))  # fmt: skip
+    (spec,) = program_specs(checked)
+    result = compile_cuda(lower_program(checked, b200, spec).source, b200.nvrtc_arch)
+    (fn,) = result.kernels.values() if isinstance(result.kernels, dict) else result.kernels
+    assert fn.spill_stores == 0 and fn.spill_loads == 0
+    assert "tcgen05.ld.sync.aligned.32x32b" in result.ptx and "tcgen05.dealloc" in result.ptx
