@@ -4,11 +4,9 @@ the pack, as ``tests/mutate`` does for the core's classes and cake-rules-core)."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from cake_core import plugins
 from cake_core.ir.parser import parse
 from cake_core.ir.printer import print_module
 from cake_core.ir.sema import check_module
@@ -25,19 +23,6 @@ SUBJECTS = {
     "role-order-swap": [CORPUS / "BW103" / "valid_epilogue_first.cake", CORPUS / "BW104" / "valid_epilogue_waits_commit.cake"],
     "dropped-commit-wait": [HERE / "mma.cake", CORPUS / "BW104" / "valid_epilogue_waits_commit.cake"],
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def pack_registry() -> plugins.Registry:
-    before = os.environ.get(plugins.ALLOW_ENV)
-    os.environ[plugins.ALLOW_ENV] = "nvidia-targets,blackwell"
-    try:
-        return plugins.load()
-    finally:
-        if before is None:
-            del os.environ[plugins.ALLOW_ENV]
-        else:
-            os.environ[plugins.ALLOW_ENV] = before
 
 
 def _mutants(cls: str, path: Path, registry) -> list:

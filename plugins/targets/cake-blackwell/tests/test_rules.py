@@ -6,11 +6,10 @@ another pack's findings never leak in; the near misses are also verified with ev
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from cake_core import cli, plugins
+from cake_core import cli
 from cake_core.verify.expectations import assert_file, corpus
 from cake_core.verify.rule import SECTIONS
 from cake_core.verify.runner import verify_source
@@ -19,19 +18,6 @@ import cake_blackwell
 
 CORPUS = Path(__file__).parent / "corpus"
 IDS = [cls.name for cls in cake_blackwell.RULES]
-
-
-@pytest.fixture(scope="module")
-def pack_registry() -> plugins.Registry:
-    before = os.environ.get(plugins.ALLOW_ENV)
-    os.environ[plugins.ALLOW_ENV] = "nvidia-targets,blackwell"
-    try:
-        return plugins.load()
-    finally:
-        if before is None:
-            del os.environ[plugins.ALLOW_ENV]
-        else:
-            os.environ[plugins.ALLOW_ENV] = before
 
 
 def test_rules_registered_under_the_plugin(registry):
