@@ -133,8 +133,5 @@ def completes(site: Site, group: str) -> list[str]:
 
 def waits_on(site: Site) -> list[str]:
     """The barriers a site waits on (written or derived operands)."""
-    return [e.operand.name for e in site.typed.prim.effects(site.typed) if e.barrier is BarrierAction.WAIT and e.operand.name]
-
-
-def line_of(site: Site) -> int:
-    return site.loc.line
+    effects = site.typed.prim.effects(site.typed)
+    return [e.operand.name for e in effects if e.barrier is BarrierAction.WAIT and e.operand.name]

@@ -50,9 +50,11 @@ class TmemColumns(Operator):
             if mem.tier != TMEM.value or not mem.shape:
                 continue
             last = mem.shape[-1]
-            new = n.Num(2 * last.value, loc=last.loc) if isinstance(last, n.Num) else n.Bin("*", last, n.Num(2, loc=last.loc), loc=last.loc)
+            two = n.Num(2, loc=last.loc)
+            new = n.Num(2 * last.value, loc=last.loc) if isinstance(last, n.Num) else n.Bin("*", last, two, loc=last.loc)
             mutated = replace(module, mem, attrs.evolve(mem, shape=(*mem.shape[:-1], new)))
-            yield self.mutant(kernel, mem.loc, f"tmem `{mem.name}` columns `{text(last)}` -> `{text(new)}`", mutated, mem.name, "x2")
+            what = f"tmem `{mem.name}` columns `{text(last)}` -> `{text(new)}`"
+            yield self.mutant(kernel, mem.loc, what, mutated, mem.name, "x2")
 
 
 class DroppedTmemRelease(Operator):
@@ -81,8 +83,10 @@ class RoleOrderSwap(Operator):
             if a1 != b0:
                 continue
             size_b = b1 - b0
-            new_b = attrs.evolve(b, warp_start=n.Num(a0, loc=b.warp_start.loc), warp_stop=n.Num(a0 + size_b, loc=b.warp_stop.loc))
-            new_a = attrs.evolve(a, warp_start=n.Num(a0 + size_b, loc=a.warp_start.loc), warp_stop=n.Num(b1, loc=a.warp_stop.loc))
+            new_b = attrs.evolve(b, warp_start=n.Num(a0, loc=b.warp_start.loc),
+                                 warp_stop=n.Num(a0 + size_b, loc=b.warp_stop.loc))  # fmt: skip
+            new_a = attrs.evolve(a, warp_start=n.Num(a0 + size_b, loc=a.warp_start.loc),
+                                 warp_stop=n.Num(b1, loc=a.warp_stop.loc))  # fmt: skip
             mutated = replace(replace(module, a, new_a), b, new_b)
             yield self.mutant(
                 kernel, b.loc, f"roles `{a.name}` (warps {a0}..{a1}) and `{b.name}` (warps {b0}..{b1}) swapped: "
