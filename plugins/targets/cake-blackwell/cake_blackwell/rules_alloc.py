@@ -184,9 +184,10 @@ Follows each `tmem` region through each role's program order:
 
 ## Why is this bad?
 The PTX ISA (9.7.16.1.2 "Tensor Memory Allocation"): "All of the Tensor Memory that was allocated in
-a kernel, must be explicitly deallocated before the kernel exits"; a leak is an error at the launch,
-after the kernel ran. 9.7.16.7 (`tcgen05.alloc`, `tcgen05.dealloc`, `tcgen05.relinquish_alloc_permit`):
-with `.cta_group::1` "one warp from the CTA must perform the allocation and de-allocation"; the
+a kernel, must be explicitly deallocated before the kernel exits"; the driver reports a leak as
+`CUDA_ERROR_TENSOR_MEMORY_LEAK` once the kernel has run, an error the context does not survive.
+9.7.16.7 (`tcgen05.alloc`, `tcgen05.dealloc`, `tcgen05.relinquish_alloc_permit`): with
+`.cta_group::1` "one warp from the CTA must perform the allocation and de-allocation"; the
 instructions are `.sync.aligned`, so every thread of that warp must execute them; and "it is illegal
 for a CTA to perform tcgen05.alloc after any of its constituent threads execute
 tcgen05.relinquish_alloc_permit". Relinquishing tells the hardware the CTA will allocate no more, so
