@@ -31,6 +31,13 @@ def _mutants(cls: str, path: Path, registry) -> list:
     return list(op.mutants(parse(path.read_text(), str(path)), prims))
 
 
+def test_registered_through_the_hook(registry):
+    assert registry.registered_by("blackwell")["mutations"] == sorted(CAUGHT_BY)
+    for m in MUTATIONS:
+        assert registry.get("mutations", m.name) is m
+        assert registry.registration("mutations", m.name).plugin.distribution == "cake-blackwell"
+
+
 def test_every_class_has_a_rule_and_subjects():
     assert [m.name for m in MUTATIONS] == list(CAUGHT_BY) == list(SUBJECTS)
     assert sorted(CAUGHT_BY.values()) == ["BW101", "BW102", "BW103", "BW104"]
