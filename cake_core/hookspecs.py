@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cake_core.loop.tactic import Tactic
     from cake_core.mutate.mutant import Operator
     from cake_core.problems.problem import Problem
+    from cake_core.problems.schedule import Schedule
     from cake_core.target import Target, TargetFeature
     from cake_core.verify.rule import Rule
 
@@ -150,6 +151,16 @@ def cake_register_problems(register: Callable[[Problem], None]) -> None:
 
     :param register: call with one :class:`cake_core.problems.problem.Problem` per problem; its
         ``name`` is what users pass to ``cake run`` and ``--problem``.
+    """
+
+
+@hookspec
+def cake_register_schedules(register: Callable[[Schedule], None]) -> None:
+    """Register schedules for problems: ``.cake`` files ``cake run`` seeds beside a problem's own
+    (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.problems.schedule.Schedule` per file: the problem
+        it solves and the targets it is written for (none: every target).
     """
 
 

@@ -68,6 +68,10 @@ def _primitive_uses(prim: Any) -> Iterable[tuple[str, str]]:
     return [("tiers", k) for k in sorted({k for slot in sig.outs + sig.ins for k in slot.kinds})]
 
 
+def _schedule_uses(schedule: Any) -> Iterable[tuple[str, str]]:
+    return [("problems", schedule.problem)]
+
+
 #: every category, in the order of the hooks in :mod:`cake_core.hookspecs`
 CATEGORIES: tuple[Category, ...] = (
     Category("targets", "cake_register_targets", "target", "cake_core.target:Target", _target_uses),
@@ -83,6 +87,8 @@ CATEGORIES: tuple[Category, ...] = (
     Category("tactics", "cake_register_tactics", "tactic", "cake_core.loop.tactic:Tactic"),
     Category("agents", "cake_register_agents", "agent", "cake_core.loop.agent:Agent"),
     Category("problems", "cake_register_problems", "problem", "cake_core.problems.problem:Problem"),
+    Category("schedules", "cake_register_schedules", "schedule", "cake_core.problems.schedule:Schedule",
+             _schedule_uses),
 )  # fmt: skip
 #: hook name -> its category
 BY_HOOK: dict[str, Category] = {c.hook: c for c in CATEGORIES}
@@ -182,7 +188,7 @@ class Registry:
 
     def check_uses(self) -> None:
         """Refuse an object that uses a name no loaded plugin declares: a target's feature, a
-        primitive slot's memory tier."""
+        primitive slot's memory tier, a schedule's problem."""
         for category in CATEGORIES:
             for reg in self._items[category.name].values():
                 for used_category, name in category.uses(reg.obj):

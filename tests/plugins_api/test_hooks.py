@@ -262,3 +262,21 @@ def test_hook_cake_register_problems() -> None:
     report = problem.check(inputs, bad, shape, dtype)
     assert not report.passed and report.violations == 1 and report.first[0].position == (3, 10)
     assert reg.registration("problems", "kmeans-assign").plugin.distribution == "cake-core"
+
+
+def test_hook_cake_register_schedules(tmp_path) -> None:
+    from cake_core.loop.run import seed_schedules
+    from cake_core.problems.schedule import Schedule
+
+    path = tmp_path / "mine.cake"
+    path.write_text(KERNEL)
+    mine = Schedule("kmeans-assign/mine", "kmeans-assign", path, {"h200"})
+    reg = plugins.load(extra=[_plugin("sched", "cake_register_schedules", mine)])
+    assert reg.registration("schedules", "kmeans-assign/mine").plugin.distribution == "(in-process)"
+    problem = reg.get("problems", "kmeans-assign")
+    own = seed_schedules(problem)
+    assert seed_schedules(problem, reg, "h200") == [path, *own]  # written for the target: first
+    assert path not in seed_schedules(problem, reg, "a100")  # written for h200 only
+    stray = Schedule("nope/mine", "no-such-problem", path)
+    with pytest.raises(CakeUserError, match="uses the problem `no-such-problem`"):
+        plugins.load(extra=[_plugin("stray", "cake_register_schedules", stray)])

@@ -115,8 +115,11 @@ def reads_tmem(site: Site) -> list[Effect]:
 
 
 def async_writes(site: Site) -> list[Effect]:
-    """Asynchronous writes of tensor memory by a primitive whose group a later completion covers."""
-    if not site.typed.prim.group:
+    """The tensor core's asynchronous writes of tensor memory: a ``collective`` primitive in an
+    asynchronous group (``tcgen05.mma``), which a later commit completes onto an mbarrier. (A warp's own
+    ``tcgen05.st`` is completed by its thread-local wait, which the interpreter checks.)"""
+    prim = site.typed.prim
+    if not prim.group or not prim.collective:
         return []
     return [e for e in site.tmem_effects() if e.asynchronous and e.access in (Access.WRITE, Access.READWRITE)]
 

@@ -122,12 +122,13 @@ class TmemReadBeforeCommit(Rule):
     summary = "an accumulator is read from tensor memory only after waiting on the commit that covers its mma"
     explanation = """
 ## What it does
-For every read of a tensor-memory region by a warp (`tcgen05.ld`), finds the asynchronous writes of
-that region (`tcgen05.mma`, or any primitive whose tensor-memory write belongs to an asynchronous
-group), the completions that cover each (every `tcgen05.commit` of the issuing role after it: a
-primitive that completes the write's group with a barrier arrival; a commit covers all the work issued
-before it, so one releasing a shared-memory stage inside the loop and one after the loop both do), and
-checks that the reading role waits on one of their barriers before the read: after the first such
+For every read of a tensor-memory region by a warp (`tcgen05.ld`), finds the tensor core's
+asynchronous writes of that region (`tcgen05.mma`: a collective primitive whose tensor-memory write
+belongs to an asynchronous group; a warp's own `tcgen05.st` is completed by its `tcgen05.wait.st`,
+which the interpreter checks), the completions that cover each (every `tcgen05.commit` of the
+issuing role after it: a primitive that completes the write's group with a barrier arrival; a commit
+covers all the work issued before it, so one releasing a shared-memory stage inside the loop and one
+after the loop both do), and checks that the reading role waits on one of their barriers before the read: after the first such
 commit in program order when one role does both, before the read in the reader's program order
 otherwise. A write that no commit follows is reported too.
 

@@ -46,6 +46,13 @@ def check(registry, target, text: str, name: str = "mma.cake"):
                         layouts=registry.by_name("layouts"))  # fmt: skip
 
 
+def checked_file(registry, target, path: Path):
+    """The file at ``path`` type-checked for ``target``, which must accept it."""
+    checked = check(registry, target, path.read_text(), str(path))
+    assert checked.ok, [str(d) for d in checked.diagnostics]
+    return checked
+
+
 @pytest.fixture(scope="session")
 def mma_text() -> str:
     return MMA.read_text()
@@ -59,6 +66,4 @@ def checker(registry, b200):
 
 @pytest.fixture(scope="session")
 def mma_checked(registry, b200):
-    checked = check(registry, b200, MMA.read_text(), str(MMA))
-    assert checked.ok, [str(d) for d in checked.diagnostics]
-    return checked
+    return checked_file(registry, b200, MMA)

@@ -19,7 +19,8 @@ CORPUS = HERE / "corpus"
 #: the valid kernels each class has sites in
 SUBJECTS = {
     "tmem-columns": [CORPUS / "BW101" / "valid_exact_fit.cake"],
-    "dropped-tmem-release": [HERE / "mma.cake", CORPUS / "BW102" / "valid_relinquish_after_dealloc.cake"],
+    "dropped-tmem-release": [HERE / "mma.cake", CORPUS / "BW102" / "valid_relinquish_after_dealloc.cake",
+                             HERE.parent / "cake_blackwell" / "schedules" / "blackwell.cake"],
     "role-order-swap": [CORPUS / "BW103" / "valid_epilogue_first.cake", CORPUS / "BW104" / "valid_epilogue_waits_commit.cake"],
     "dropped-commit-wait": [HERE / "mma.cake", CORPUS / "BW104" / "valid_epilogue_waits_commit.cake"],
 }  # fmt: skip
