@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from cake_core.loop.benchmark import Measurement
     from cake_core.loop.records import CandidateInfo, FilterOutcome, Finding, RunInfo, RunSummary
     from cake_core.loop.tactic import Tactic
+    from cake_core.mutate.mutant import Operator
     from cake_core.problems.problem import Problem
     from cake_core.problems.schedule import Schedule
     from cake_core.target import Target, TargetFeature
@@ -98,6 +99,15 @@ def cake_register_rules(register: Callable[[Rule], None]) -> None:
 
     :param register: call with one :class:`cake_core.verify.rule.Rule` per rule; its id (pack prefix
         plus number) never changes meaning across versions of the pack.
+    """
+
+
+@hookspec
+def cake_register_mutations(register: Callable[[Operator], None]) -> None:
+    """Register mutation classes: plausible schedule bugs made on purpose, to test rules (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.mutate.mutant.Operator` per class; its ``name``
+        is the class id, and every mutant of a valid kernel it makes should be refused by some rule.
     """
 
 

@@ -82,6 +82,7 @@ CATEGORIES: tuple[Category, ...] = (
         "primitives", "cake_register_primitives", "primitive", "cake_core.ir.primitive:Primitive", _primitive_uses
     ),
     Category("rules", "cake_register_rules", "rule", "cake_core.verify.rule:Rule"),
+    Category("mutations", "cake_register_mutations", "mutation class", "cake_core.mutate.mutant:Operator"),
     Category("cost_models", "cake_register_cost_models", "cost model", "cake_core.cost.model:CostModel"),
     Category("tactics", "cake_register_tactics", "tactic", "cake_core.loop.tactic:Tactic"),
     Category("agents", "cake_register_agents", "agent", "cake_core.loop.agent:Agent"),

@@ -175,6 +175,33 @@ def test_hook_cake_register_rules() -> None:
         assert reg.registration("rules", "CR108").plugin.distribution == "cake-rules-core"
 
 
+def test_hook_cake_register_mutations() -> None:
+    from cake_core.mutate import Mutant, Operator
+    from cake_core.mutate.rewrite import replace
+
+    class UnmaskedScaleRows(Operator):
+        """A mutation class that drops the mask of every `scale.rows`, known only by name."""
+
+        name = "unmasked-scale-rows"
+        summary = "the `oob` mask of a `scale.rows` removed"
+
+        def kernel_mutants(self, module, kernel, primitives) -> Iterator[Mutant]:  # type: ignore[no-untyped-def]
+            for _, op in n.walk_ops(kernel):
+                if op.name == "scale.rows":
+                    mutated = replace(module, op, attrs.evolve(op, attrs=()))
+                    yield self.mutant(kernel, op.loc, "mask dropped", mutated, op.name, "drop")
+
+    reg = plugins.load(extra=[_plugin("unmasked", "cake_register_mutations", UnmaskedScaleRows())])
+    r = reg.registration("mutations", "unmasked-scale-rows")
+    assert r.plugin.distribution == "(in-process)"
+    (m,) = r.obj.mutants(parse(KERNEL, "k.cake"), {p.name: p for p in reg.values("primitives")})
+    report = verify_source(print_module(m.module), "k.cake", reg.get("targets", "example-gpu"), reg)
+    if "CR108" in reg.names("rules"):  # the mutant is what the hard gate refuses
+        assert "CR108" in {d.code for d in report.diagnostics}
+    with pytest.raises(CakeUserError, match=r"registered a mutation class that is not a cake_core\.mutate\.mutant\.Operator"):
+        plugins.load(extra=[_plugin("not-one", "cake_register_mutations", RenameKernels())])
+
+
 def test_hook_cake_register_cost_models() -> None:
     model = OpCountModel()
     reg = plugins.load(extra=[_plugin("op-count", "cake_register_cost_models", model)])

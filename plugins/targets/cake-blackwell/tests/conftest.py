@@ -3,6 +3,7 @@ and the hand-written test kernel ``mma.cake`` type-checked for it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,21 @@ MMA = HERE / "mma.cake"
 @pytest.fixture(scope="session")
 def registry():
     return plugins.registry()
+
+
+@pytest.fixture(scope="session")
+def pack_registry():
+    """This plugin and the NVIDIA targets alone (``CAKE_PLUGINS``): the corpus and mutation tests see no
+    other pack's findings."""
+    before = os.environ.get(plugins.ALLOW_ENV)
+    os.environ[plugins.ALLOW_ENV] = "nvidia-targets,blackwell"
+    try:
+        return plugins.load()
+    finally:
+        if before is None:
+            del os.environ[plugins.ALLOW_ENV]
+        else:
+            os.environ[plugins.ALLOW_ENV] = before
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ def test_registered_through_the_hooks(registry):
     for cls in cake_blackwell.PRIMITIVES:
         assert cls.summary and cls.doc  # every primitive says what it does
         assert cls().features(None) >= {cake_blackwell.tmem.TCGEN05}  # type: ignore[arg-type]
-    assert registry.registration("primitives", "tcgen05.mma").plugin.version == "0.1.0"
+    assert registry.registration("primitives", "tcgen05.mma").plugin.version == "0.2.0"
 
 
 @pytest.mark.parametrize(("m", "n"), [(200, 64), (77, 128)])
