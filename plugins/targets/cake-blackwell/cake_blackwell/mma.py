@@ -36,7 +36,7 @@ from cake_core.ir.primitive import (
     Signature, Slot, TypedOp, numel, static_shape,
 )  # fmt: skip
 from cake_core.primitives.authoring import mma_operands, shape_text
-from cake_core.primitives.pipes import _Take
+from cake_core.primitives.pipes import PipeTake
 from cake_core.target import Feature
 
 from cake_blackwell import descriptors as dsc
@@ -156,7 +156,7 @@ def _commit(ctx, addr: str) -> None:
              f'.b64 [%0];" :: "r"({addr}) : "memory");')  # fmt: skip
 
 
-class Tcgen05Acquire(_Take):
+class Tcgen05Acquire(PipeTake):
     name = "tcgen05.acquire"
     summary = "take a pipe's next stage for `tcgen05.mma` to fill: wait until its consumers released it"
     doc = (
