@@ -1,10 +1,8 @@
 """What the benchmark scripts of this folder share: where the kernels they read live, the registry the
-corpus is verified with, the commit a record names, and the GPU side of the side-by-side benchmarks
-(a Cake program launched on torch's stream, the timing loop with its L2 flush, records written as they
-come).
+corpus is verified with, the commit a record names, and for the side-by-side GPU benchmarks a launcher of
+lowered Cake programs on torch's stream, the timing loop and the writing of records.
 
-The scripts run as ``python bench/NAME.py``, so this folder is on their import path. torch and the CUDA
-driver are imported inside the functions that need them: a script parses its arguments without either.
+The scripts run as ``python bench/NAME.py``, so this folder is on their import path.
 """
 
 from __future__ import annotations
@@ -51,31 +49,17 @@ def write_record(out: Path, name: str, record: dict[str, Any]) -> Path:
     return path
 
 
-#: torch's dtype of each Cake element type a benchmark passes
-TORCH_DTYPES = {"f32": "float32", "i32": "int32", "bf16": "bfloat16", "f16": "float16"}
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, TORCH_DTYPES[name])
-
-
-#: SASS findings by cubin digest: one disassembly per cubin however many cells share it
-_SASS: dict[str, Any] = {}
-
-
 class CakeLauncher:
-    """A Cake program of ``problem`` lowered for ``target`` at one cell, launched on torch's current stream
-    over torch tensors (``tensors`` by parameter name; the program's buffers are allocated here)."""
+    """Launch a lowered Cake program on torch's current stream, over torch tensors; a cell outside the
+    program's domain raises :class:`~cake_core.errors.CakeUserError` before anything is compiled."""
 
-    def __init__(self, path: Path, target: Any, problem: Any, shape: dict, dtype: str, tensors: dict) -> None:
+    def __init__(self, path: Path, problem, target, shape: dict, dtype: str, tensors: dict) -> None:
         import torch
         from cuda.bindings import driver as cu
 
         from cake_core import pipeline
-        from cake_core.loop.benchmark import program_values
         from cake_core.lower.program import build_plan, program_sizes
+        from cake_core.loop.benchmark import program_values
         from cake_core.runtime.executor import encode_tensor_map, pack_params
         from cake_core.runtime.plan import TensorMapArg
 
@@ -92,9 +76,10 @@ class CakeLauncher:
         err, self.module = cu.cuModuleLoadData(compiled.cubin)
         assert int(err) == 0, err
         self.tensors = dict(tensors)
-        for t in plan.tensors:
-            if t.name not in self.tensors:  # scratch: program buffers
-                self.tensors[t.name] = torch.empty(t.shape, dtype=torch_dtype(t.dtype), device="cuda")
+        for spec in plan.tensors:
+            if spec.name not in self.tensors:  # scratch: program buffers
+                tdt = {"f32": torch.float32, "i32": torch.int32, "bf16": torch.bfloat16, "f16": torch.float16}[spec.dtype]
+                self.tensors[spec.name] = torch.empty(spec.shape, dtype=tdt, device="cuda")
         pointers = {name: t.data_ptr() for name, t in self.tensors.items()}
         self.launches = []
         for launch in plan.launches:
@@ -117,26 +102,6 @@ class CakeLauncher:
                                             params.address, 0)  # fmt: skip
             if int(err) != 0:
                 raise RuntimeError(f"cuLaunchKernel({launch.function}): {err}")
-
-    def evidence(self) -> dict[str, Any]:
-        """What a record keeps of the compiled program: the SASS claims found (a second of cuobjdump, once
-        per cubin), registers, spills, warnings."""
-        import hashlib
-
-        from cake_core.runtime.sass import check_claims
-
-        key = hashlib.sha256(self.compiled.cubin).hexdigest()
-        if key not in _SASS:
-            _SASS[key] = check_claims(self.compiled.cubin, self.candidate.sass_claims())
-        f = _SASS[key]
-        return {
-            "sass": {"claims": list(f.claims), "present": list(f.present), "missing": list(f.missing),
-                     "counts": f.counts},
-            "resources": {k: {"registers": r.registers, "spill_stores": r.spill_stores,
-                              "spill_loads": r.spill_loads, "stack": r.stack_frame}
-                          for k, r in self.compiled.kernels.items()},
-            "warnings": [str(w) for w in self.compiled.warnings],
-        }  # fmt: skip
 
 
 def _compile_one(path: str, problem_name: str, shape: dict, dtype: str) -> str:
@@ -184,9 +149,7 @@ def precompile(paths: Iterable[Path], problem: Any, cells: Iterable[tuple[dict, 
         return list(ex.map(_compile_one, *zip(*jobs, strict=True)))
 
 
-def time_fn(fn: Any, reps: int, warmup: int, flush: Any) -> list[float]:
-    """Milliseconds of ``reps`` calls of ``fn`` after ``warmup`` ones, CUDA events around each, the L2
-    flushed (``flush.zero_()``, a buffer larger than the L2) before each, outside the timed region."""
+def time_fn(fn, reps: int, warmup: int, flush) -> list[float]:
     import torch
 
     for _ in range(warmup):
@@ -205,9 +168,88 @@ def time_fn(fn: Any, reps: int, warmup: int, flush: Any) -> list[float]:
 
 
 def write_records(path: Path, records: list[dict]) -> None:
-    """The records so far, replacing the file whole (written beside it, then renamed): a run cut short by a
-    time limit keeps what it measured."""
+    """The records so far, replacing the file whole (written beside it, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(json.dumps(records, indent=1))
     tmp.replace(path)
+
+
+def to_device(host: dict, dtype: str) -> dict:
+    """The problem's host arrays (bf16 as uint16 bit patterns) as CUDA tensors (bf16 as torch.bfloat16)."""
+    import numpy as np
+    import torch
+
+    tdtype = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    out = {}
+    for name, v in host.items():
+        t = torch.from_numpy(v.view(np.int16) if v.dtype == np.uint16 else v).cuda()
+        out[name] = t.view(tdtype) if t.dtype == torch.int16 else t
+    return out
+
+
+#: SASS findings by cubin digest
+_SASS: dict[str, Any] = {}
+
+
+def cake_details(launcher: CakeLauncher) -> dict:
+    """What a record of a Cake schedule adds: its SASS claims (a second of cuobjdump, once per cubin however
+    many cells and runs share it), registers and spills per kernel, warnings."""
+    import hashlib
+
+    from cake_core.runtime.sass import check_claims
+
+    key = hashlib.sha256(launcher.compiled.cubin).hexdigest()
+    if key not in _SASS:
+        _SASS[key] = check_claims(launcher.compiled.cubin, launcher.candidate.sass_claims())
+    f = _SASS[key]
+    return {
+        "sass": {"claims": list(f.claims), "present": list(f.present), "missing": list(f.missing), "counts": f.counts},
+        "resources": {k: {"registers": r.registers, "spill_stores": r.spill_stores, "spill_loads": r.spill_loads,
+                          "stack": r.stack_frame} for k, r in launcher.compiled.kernels.items()},
+        "warnings": [str(w) for w in launcher.compiled.warnings],
+    }  # fmt: skip
+
+
+def to_host(t: Any) -> Any:
+    """A CUDA tensor as the problem's host array (bf16 as uint16 bit patterns)."""
+    import numpy as np
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).cpu().numpy().view(np.uint16)
+    return t.cpu().numpy()
+
+
+def make_record(problem: Any, cell: Any, impl: str, run: int, samples: list[float], report: Any, *, gpu: str,
+                target: str, commit: str, status: str = "ok", error: str | None = None,
+                launcher: CakeLauncher | None = None) -> dict:  # fmt: skip
+    """One record of a side-by-side benchmark at ``cell`` (a problem Cell): what every GPU result under
+    bench/results carries, the oracle's verdict (None where nothing ran), TFLOP/s, and for a Cake schedule
+    (``launcher``) its SASS claims and resources (``target`` is recorded for Cake schedules only)."""
+    import statistics
+
+    from cake_core.loop.benchmark import today
+
+    med = statistics.median(samples) if samples else None
+    rec = {
+        "problem": problem.name, "shape": dict(cell.shape), "dtype": cell.dtype, "gpu": gpu,
+        "target": target if launcher is not None else None, "date": today(), "commit": commit, "impl": impl,
+        "run": run, "median_ms": med, "samples": samples, "correct": report.passed if report else None,
+        "oracle": report.summary() if report else None, "status": status, "error": error,
+        "tflops": problem.flops(cell.shape) / (med * 1e-3) / 1e12 if med else None,
+    }  # fmt: skip
+    if launcher is not None:
+        rec.update(cake_details(launcher))
+    return rec
+
+
+def keep(records: list[dict], rec: dict, label: str, out: str) -> None:
+    """Add ``rec`` to ``records``, say it in one line, and rewrite ``out`` (when given) with every record so
+    far: a run cut short by a time limit keeps what it measured."""
+    records.append(rec)
+    med = rec["median_ms"]
+    print(f"run {rec['run']} {label} {rec['impl']:26} {med if med else float('nan'):8.3f} ms  {rec['status']} "
+          f"correct={rec['correct']}", flush=True)  # fmt: skip
+    if out:
+        write_records(Path(out), records)

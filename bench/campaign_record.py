@@ -49,6 +49,7 @@ def record(run_dir: Path, label: str = "") -> dict[str, Any]:
         except (ValueError, AttributeError, TypeError):
             best_chain = None
     cell = run["cell"]
+    starts = [c for c in run["candidates"] if c["origin"] in ("seed", "from")]  # what search must beat
     return {
         "benchmark": "campaign",
         "label": label,
@@ -58,7 +59,10 @@ def record(run_dir: Path, label: str = "") -> dict[str, Any]:
         "target": run["target"],
         "seed": run["seed"],
         "feedback": "on" if meta.get("feedback", True) else "off",  # `cake run --no-feedback`: the ablation
-        "gpu_benchmarks": len(dispatches),
+        "start": [c["name"] for c in starts],  # naive, or the --from files
+        "start_ms": min((c["measured_ms"] for c in starts if c["measured_ms"]), default=None),  # measured here
+        "gpu_benchmarks": sum(1 for d in dispatches if d[0] is not None),  # the candidates' stage-3 dispatches
+        "baseline_dispatches": sum(1 for d in dispatches if d[0] is None),  # flash-kmeans, timed in the same worker
         "candidates": candidates,
         "rejected_stage2": rejected,
         "stage3_failures": len(failures),

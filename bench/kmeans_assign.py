@@ -20,14 +20,13 @@ Usage: python bench/kmeans_assign.py [--runs 3] [--reps 50] [--schedules hopper,
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import CakeLauncher, keep, make_record, time_fn, to_device, write_records  # noqa: E402
 
-from benchlib import CakeLauncher, time_fn, write_records  # noqa: E402
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_assign" / "schedules"
 
 
@@ -42,11 +41,10 @@ def main() -> int:
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
-    import numpy as np
     import torch
 
     from cake_core import plugins
-    from cake_core.loop.benchmark import git_commit, today
+    from cake_core.loop.benchmark import git_commit
     from cake_core.problems.kmeans_assign.baseline import squared_norms
     from cake_core.problems.kmeans_assign.cells import CHECK_CELLS, DEFAULT_CELL
     from cake_core.problems.problem import baseline_of
@@ -61,8 +59,6 @@ def main() -> int:
     cells = [DEFAULT_CELL] if args.cells == "default" else list(CHECK_CELLS)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     records = []
-    tdtype = {"bf16": torch.bfloat16, "f16": torch.float16}
-
     from flash_kmeans.assign_euclid_triton import euclid_assign_triton
 
     baseline = baseline_of(problem)
@@ -75,9 +71,7 @@ def main() -> int:
 
             def fresh(seed: int):
                 host = problem.make_inputs(shape, dtype, seed)
-                xs = {k: torch.from_numpy(v.view(np.int16) if v.dtype == np.uint16 else v).cuda() for k, v in host.items()}
-                xs = {k: (v.view(tdtype[dtype]) if v.dtype == torch.int16 else v) for k, v in xs.items()}
-                return host, xs
+                return host, to_device(host, dtype)
 
             host, dev = fresh(1000)
             out = torch.empty((B, N), dtype=torch.int32, device="cuda")
@@ -87,7 +81,7 @@ def main() -> int:
                 path = SCHEDULES / f"{name}.cake"
                 if not path.exists():
                     path, name = Path(name), Path(name).stem
-                launcher = CakeLauncher(path, target, problem, shape, dtype,
+                launcher = CakeLauncher(path, problem, target, shape, dtype,
                                         {"x": dev["x"], "c": dev["c"], "out": out})  # fmt: skip
                 impls[f"cake:{name}"] = launcher
             x_sq = torch.empty((B, N), dtype=torch.float32, device="cuda")
@@ -133,21 +127,10 @@ def main() -> int:
                     torch.cuda.synchronize()
                     result = {"out": out.cpu().numpy()}
                     report = problem.check(host, result, shape, dtype, runner=oracle_runner)
-                    med = statistics.median(samples) if samples else None
-                    rec = {
-                        "problem": problem.name, "shape": dict(shape), "dtype": dtype, "gpu": gpu,
-                        "target": target.name if impl.startswith("cake:") else None, "date": today(),
-                        "commit": commit, "impl": impl, "run": run, "median_ms": med, "samples": samples,
-                        "correct": report.passed, "oracle": report.summary(), "status": status, "error": error,
-                        "tflops": problem.flops(shape) / (med * 1e-3) / 1e12 if med else None,
-                    }  # fmt: skip
-                    if impl.startswith("cake:"):
-                        rec.update(impls[impl].evidence())
-                    records.append(rec)
-                    print(f"run {run} {cell.label} {impl:26} {med if med else float('nan'):8.3f} ms  "
-                          f"correct={report.passed}", flush=True)  # fmt: skip
-                    if args.out:  # after every record: a run cut short by a time limit keeps what it measured
-                        write_records(Path(args.out), records)
+                    keep(records, make_record(problem, cell, impl, run, samples, report, gpu=gpu, target=target.name,
+                                              commit=commit, status=status, error=error,
+                                              launcher=impls[impl] if impl.startswith("cake:") else None),
+                         cell.label, args.out)  # fmt: skip
     if args.out:
         write_records(Path(args.out), records)
     # table: per cell and impl, the median of the run medians, and the ratio to the best baseline

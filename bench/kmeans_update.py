@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib import CakeLauncher, precompile, time_fn, torch_dtype, write_records  # noqa: E402
+from benchlib import CakeLauncher, keep, make_record, precompile, time_fn, to_host  # noqa: E402
 
 PROBLEM = "kmeans-update"
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_update" / "schedules"
@@ -58,9 +58,9 @@ SHAPES: tuple[dict[str, int], ...] = (
     {"B": 16, "N": 32768, "K": 1000, "D": 64},
 )
 DTYPES = ("bf16", "f16")
-#: the record's fields every implementation has, in order
+#: the fields every record has (benchlib's ``make_record``, and what this benchmark adds)
 FIELDS = ("problem", "shape", "dtype", "gpu", "impl", "run", "median_ms", "correct", "date", "commit", "status",
-          "error", "oracle", "checked", "samples", "gbps", "config")  # fmt: skip
+          "error", "oracle", "samples", "checked", "config", "gbps")  # fmt: skip
 
 
 class BadArgs(Exception):
@@ -138,19 +138,19 @@ def cells(which: str, dtypes: Sequence[str]) -> list[tuple[dict[str, int], str]]
 
 
 def record(ctx: dict[str, Any], impl: str, run: int, samples: Sequence[float], report: Any, *, status: str = "ok",
-           error: str | None = None, checked: str = "centroids, counts", config: dict | None = None) -> dict:  # fmt: skip
-    """One record: ``ctx`` holds the problem, shape, dtype, gpu, date, commit and ``min_bytes`` of the cell."""
-    med = statistics.median(samples) if samples else None
-    correct = None if report is None else bool(report.passed)
-    if status == "ok" and correct is False:
+           error: str | None = None, checked: str = "centroids, counts", config: dict | None = None,
+           launcher: Any = None) -> dict:  # fmt: skip
+    """One record (benchlib's ``make_record``) with what was judged, what was tuned and GB/s at the least
+    traffic; ``ctx`` holds the cell's ``problem``, ``cell``, ``gpu`` and ``commit``. A failed verdict makes
+    the status ``wrong``."""
+    if status == "ok" and report is not None and not report.passed:
         status = "wrong"
-    return {
-        "problem": ctx["problem"], "shape": dict(ctx["shape"]), "dtype": ctx["dtype"], "gpu": ctx["gpu"],
-        "impl": impl, "run": run, "median_ms": med, "correct": correct, "date": ctx["date"],
-        "commit": ctx["commit"], "status": status, "error": error,
-        "oracle": None if report is None else report.summary(), "checked": checked, "samples": list(samples),
-        "gbps": ctx["min_bytes"] / (med * 1e-3) / 1e9 if med else None, "config": config or {},
-    }  # fmt: skip
+    rec = make_record(ctx["problem"], ctx["cell"], impl, run, list(samples), report, gpu=ctx["gpu"], target="h200",
+                      commit=ctx["commit"], status=status, error=error, launcher=launcher)  # fmt: skip
+    med = rec["median_ms"]
+    nbytes = ctx["problem"].min_bytes(ctx["cell"].shape, ctx["cell"].dtype)
+    rec.update(checked=checked, config=dict(config or {}), gbps=nbytes / (med * 1e-3) / 1e9 if med else None)
+    return rec
 
 
 def table(records: Sequence[dict]) -> list[str]:
@@ -179,24 +179,15 @@ def device_inputs(shape: dict[str, int], dtype: str, seed: int, empty_fraction: 
 
     b_, n_, k_, d_ = shape["B"], shape["N"], shape["K"], shape["D"]
     g = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn((b_, n_, d_), generator=g, device="cuda").to(torch_dtype(dtype))
-    c = torch.randn((b_, k_, d_), generator=g, device="cuda").to(torch_dtype(dtype))
+    tdtype = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    x = torch.randn((b_, n_, d_), generator=g, device="cuda").to(tdtype)
+    c = torch.randn((b_, k_, d_), generator=g, device="cuda").to(tdtype)
     empty = max(1, int(k_ * empty_fraction)) if k_ >= 2 else 0
     assign = torch.empty((b_, n_), dtype=torch.int32, device="cuda")
     for b in range(b_):
         used = torch.randperm(k_, generator=g, device="cuda")[empty:].sort().values
         assign[b] = used[torch.randint(0, used.numel(), (n_,), generator=g, device="cuda")].to(torch.int32)
     return {"x": x, "assign": assign, "c": c}
-
-
-def host(t: Any) -> Any:
-    """A torch tensor as the problem's host storage (bf16 as uint16 bit patterns)."""
-    import numpy as np
-    import torch
-
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).cpu().numpy().view(np.uint16)
-    return t.cpu().numpy()
 
 
 class Impl:
@@ -224,7 +215,7 @@ def baselines(dev: dict[str, Any], out: dict[str, Any], shape: dict[str, int]) -
 
     def means() -> dict[str, Any]:
         n = cnts[..., None]
-        return {"centroids": host(torch.where(n > 0, sums / n.clamp(min=1), c.float())), "counts": host(cnts)}
+        return {"centroids": to_host(torch.where(n > 0, sums / n.clamp(min=1), c.float())), "counts": to_host(cnts)}
 
     def torch_update() -> None:
         idx = (assign + offsets).view(-1)
@@ -233,7 +224,7 @@ def baselines(dev: dict[str, Any], out: dict[str, Any], shape: dict[str, int]) -
         n = out["counts"][..., None]
         torch.where(n > 0, sums / n.clamp(min=1), c.float(), out=out["centroids"])
 
-    impls = {"torch": Impl(torch_update, [*out.values(), sums], lambda: {k: host(v) for k, v in out.items()})}
+    impls = {"torch": Impl(torch_update, [*out.values(), sums], lambda: {k: to_host(v) for k, v in out.items()})}
     try:
         from flash_kmeans.centroid_update_triton import triton_centroid_update_sorted_euclid as fk
     except ImportError:
@@ -283,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from cake_core import plugins
     from cake_core.errors import CakeUserError
-    from cake_core.loop.benchmark import git_commit, today
+    from cake_core.loop.benchmark import git_commit
+    from cake_core.problems.problem import Cell
 
     reg = plugins.registry()
     problem, target = reg.get("problems", PROBLEM), reg.get("targets", "h200")
@@ -294,16 +286,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in precompile(args.schedules.values(), problem, todo, args.jobs):
         print(f"compiled {line}", flush=True)
     for shape, dtype in todo:
-        ctx = {"problem": PROBLEM, "shape": shape, "dtype": dtype, "gpu": gpu, "date": today(), "commit": commit,
-               "min_bytes": problem.min_bytes(shape, dtype)}  # fmt: skip
+        ctx = {"problem": problem, "cell": Cell(shape, dtype), "gpu": gpu, "commit": commit}
         dev = device_inputs(shape, dtype, 1000, problem.empty_fraction)
         out = {"centroids": torch.empty((shape["B"], shape["K"], shape["D"]), dtype=torch.float32, device="cuda"),
                "counts": torch.empty((shape["B"], shape["K"]), dtype=torch.int32, device="cuda")}  # fmt: skip
         impls: dict[str, Impl | str] = {}
         for name, path in args.schedules.items():
             try:
-                launcher = CakeLauncher(path, target, problem, shape, dtype, {**dev, **out})
-                impls[name] = Impl(launcher, list(out.values()), lambda: {k: host(v) for k, v in out.items()})
+                launcher = CakeLauncher(path, problem, target, shape, dtype, {**dev, **out})
+                impls[name] = Impl(launcher, list(out.values()), lambda: {k: to_host(v) for k, v in out.items()})
             except CakeUserError as exc:  # a cell outside the schedule's domain
                 impls[name] = f"unsupported: {exc}".splitlines()[0]
             except Exception as exc:  # noqa: BLE001 - recorded: the other implementations go on
@@ -320,15 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k, v in new.items():
                 dev[k].copy_(v)
             del new
-            inputs = {k: host(v) for k, v in dev.items()}
+            inputs = {k: to_host(v) for k, v in dev.items()}
             judge = problem.judge(inputs, shape, dtype)
             for impl, entry in impls.items():
-                records.append(_one(ctx, impl, run, entry, judge, args, flush))
-                r = records[-1]
-                print(f"run {run} {r['dtype']} {shape} {impl:20} "
-                      f"{r['median_ms'] if r['median_ms'] else float('nan'):8.3f} ms  {r['status']}", flush=True)  # fmt: skip
-                if args.out:  # after every record: a run cut short by a time limit keeps what it measured
-                    write_records(Path(args.out), records)
+                keep(records, _one(ctx, impl, run, entry, judge, args, flush), ctx["cell"].label, args.out)
     print("\n".join(["", *table(records)]))
     return 0
 
@@ -348,11 +334,9 @@ def _one(ctx: dict, impl: str, run: int, entry: Impl | str, judge: Callable, arg
         report, error, status = judge(entry.outputs()), None, "ok"
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         samples, report, status, error = [], None, "error", f"{type(exc).__name__}: {exc}"
-    rec = record(ctx, impl, run, samples, report, status=status, error=error, checked=entry.checked,
-                 config=dict(entry.config))  # fmt: skip
-    if impl.startswith("cake:") and run == 0:
-        rec.update(entry.fn.evidence())
-    return rec
+    launcher = entry.fn if impl.startswith("cake:") and run == 0 else None  # SASS and resources, once a cell
+    return record(ctx, impl, run, samples, report, status=status, error=error, checked=entry.checked,
+                  config=entry.config, launcher=launcher)  # fmt: skip
 
 
 if __name__ == "__main__":

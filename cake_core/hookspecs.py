@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from cake_core.loop.benchmark import Measurement
     from cake_core.loop.records import CandidateInfo, FilterOutcome, Finding, RunInfo, RunSummary
     from cake_core.loop.tactic import Tactic
+    from cake_core.mutate.mutant import Operator
     from cake_core.problems.problem import Problem
+    from cake_core.problems.schedule import Schedule
     from cake_core.target import Target, TargetFeature
     from cake_core.verify.rule import Rule
 
@@ -101,6 +103,15 @@ def cake_register_rules(register: Callable[[Rule], None]) -> None:
 
 
 @hookspec
+def cake_register_mutations(register: Callable[[Operator], None]) -> None:
+    """Register mutation classes: plausible schedule bugs made on purpose, to test rules (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.mutate.mutant.Operator` per class; its ``name``
+        is the class id, and every mutant of a valid kernel it makes should be refused by some rule.
+    """
+
+
+@hookspec
 def cake_register_cost_models(register: Callable[[CostModel], None]) -> None:
     """Register cost models (*provisional* interface).
 
@@ -140,6 +151,16 @@ def cake_register_problems(register: Callable[[Problem], None]) -> None:
 
     :param register: call with one :class:`cake_core.problems.problem.Problem` per problem; its
         ``name`` is what users pass to ``cake run`` and ``--problem``.
+    """
+
+
+@hookspec
+def cake_register_schedules(register: Callable[[Schedule], None]) -> None:
+    """Register schedules for problems: ``.cake`` files ``cake run`` seeds beside a problem's own
+    (*provisional* interface).
+
+    :param register: call with one :class:`cake_core.problems.schedule.Schedule` per file: the problem
+        it solves and the targets it is written for (none: every target).
     """
 
 

@@ -44,7 +44,7 @@ ENTRY_POINT_GROUP = "cake"
 # Modules inside cake_core that register through the same hooks as any external plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "cake_core.primitives", "cake_core.problems.kmeans_assign", "cake_core.problems.kmeans_update",
-    "cake_core.problems.knn",
+    "cake_core.problems.knn", "cake_core.problems.kmeans_iter",
 )
 
 @attrs.frozen
@@ -68,6 +68,10 @@ def _primitive_uses(prim: Any) -> Iterable[tuple[str, str]]:
     return [("tiers", k) for k in sorted({k for slot in sig.outs + sig.ins for k in slot.kinds})]
 
 
+def _schedule_uses(schedule: Any) -> Iterable[tuple[str, str]]:
+    return [("problems", schedule.problem)]
+
+
 #: every category, in the order of the hooks in :mod:`cake_core.hookspecs`
 CATEGORIES: tuple[Category, ...] = (
     Category("targets", "cake_register_targets", "target", "cake_core.target:Target", _target_uses),
@@ -78,10 +82,13 @@ CATEGORIES: tuple[Category, ...] = (
         "primitives", "cake_register_primitives", "primitive", "cake_core.ir.primitive:Primitive", _primitive_uses
     ),
     Category("rules", "cake_register_rules", "rule", "cake_core.verify.rule:Rule"),
+    Category("mutations", "cake_register_mutations", "mutation class", "cake_core.mutate.mutant:Operator"),
     Category("cost_models", "cake_register_cost_models", "cost model", "cake_core.cost.model:CostModel"),
     Category("tactics", "cake_register_tactics", "tactic", "cake_core.loop.tactic:Tactic"),
     Category("agents", "cake_register_agents", "agent", "cake_core.loop.agent:Agent"),
     Category("problems", "cake_register_problems", "problem", "cake_core.problems.problem:Problem"),
+    Category("schedules", "cake_register_schedules", "schedule", "cake_core.problems.schedule:Schedule",
+             _schedule_uses),
 )  # fmt: skip
 #: hook name -> its category
 BY_HOOK: dict[str, Category] = {c.hook: c for c in CATEGORIES}
@@ -181,7 +188,7 @@ class Registry:
 
     def check_uses(self) -> None:
         """Refuse an object that uses a name no loaded plugin declares: a target's feature, a
-        primitive slot's memory tier."""
+        primitive slot's memory tier, a schedule's problem."""
         for category in CATEGORIES:
             for reg in self._items[category.name].values():
                 for used_category, name in category.uses(reg.obj):

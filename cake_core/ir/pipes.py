@@ -57,7 +57,7 @@ def counter(pipe: str, side: str = CONSUMER) -> str:
 def stages_expr(k: n.Kernel, p: n.Pipe) -> n.Expr:
     """The pipe's stage count as written: its first buffer's (sema checks that they agree)."""
     for b in p.buffers:
-        s = k.buffer(b)
+        s = k.buffer(b) or next((m for m in k.mems if m.name == b), None)
         if s is not None and s.stages is not None:
             return s.stages
     return n.Num(1)

@@ -232,7 +232,7 @@ class KernelChecker:
                     f"role `{r.name}` has {width} warps, which do not split into instances of {per}",
                 )  # fmt: skip
             roles.append(RoleInfo(r, start, stop, per, max(width // per, 1), regs))
-        pipe_infos = self.pipes(smem, roles)
+        pipe_infos = self.pipes(smem, roles, mems)
 
         self.model = KernelModel(
             k, self.spec, self.env, self.typevars, tuple(sorted(self.sizes)), warps, occupancy, roles,
@@ -277,8 +277,10 @@ class KernelChecker:
                 out[m.name] = MemInfo(m, m.tier, dtype, stages, shape, offset + 4 * len(out))
         return out
 
-    def pipes(self, smem: dict[str, SmemInfo], roles: list[RoleInfo]) -> dict[str, PipeInfo]:
-        """Each pipe under this specialization, after checking what its derivation assumes."""
+    def pipes(self, smem: dict[str, SmemInfo], roles: list[RoleInfo], mems: dict[str, MemInfo]) -> dict[str, PipeInfo]:
+        """Each pipe under this specialization, after checking what its derivation assumes. Its buffers are
+        shared buffers or rings of a plugin tier's regions (``tmem acc: f32[2][128, 128]``), which take no
+        shared bytes."""
         out: dict[str, PipeInfo] = {}
         by_role = {r.role.name: r for r in roles}
         owners: dict[str, n.Pipe] = {}
@@ -300,9 +302,9 @@ class KernelChecker:
             stages: set[int | None] = set()
             nbytes = 0
             for b in p.buffers:
-                info = smem.get(b)
+                info = smem.get(b) or mems.get(b)
                 if info is None:
-                    if self.k.buffer(b) is None:
+                    if self.k.buffer(b) is None and b not in {m.name for m in self.k.mems}:
                         self.err(codes.PIPE, p.loc, f"pipe `{p.name}` names `{b}`, which is not a shared buffer",
                                  label="unknown buffer")  # fmt: skip
                     ok = False
@@ -313,7 +315,7 @@ class KernelChecker:
                     ok = False
                 owners[b] = p
                 stages.add(info.stages)
-                nbytes += info.stage_bytes
+                nbytes += getattr(info, "stage_bytes", 0)
             if None in stages:
                 self.err(codes.PIPE, p.loc, f"the buffers of pipe `{p.name}` must be rings of stages "
                          f"(`smem b: bf16[S][...]`)", spec=True)  # fmt: skip

@@ -148,5 +148,5 @@ class RunSummary:
     speedup: float | None
     measured: bool  # whether anything was benchmarked on a GPU
     stages: dict[str, str]
-    stopped: str | None  # the budget that stopped the run, if one did
+    stopped: str | None  # what ended the run: a budget spent, or an agent that proposed nothing new
     spent: Spent

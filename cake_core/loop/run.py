@@ -44,7 +44,11 @@ from cake_core.loop.records import (
 )  # fmt: skip
 from cake_core.paths import make_dir
 from cake_core.problems.problem import SameInputs
+from cake_core.runtime.plan import Timing
 
+#: how stage 3 times a candidate: 50 repetitions, fewer for a kernel slow enough that they would take more
+#: than a second (a variant of the naive schedule takes ~200 ms a call: 5 repetitions rank it well enough)
+STAGE3_TIMING = Timing(budget_ms=1000.0)
 #: how many of a round's compiled candidates stage 3 takes when no budget says otherwise
 DEFAULT_BENCHMARK_TOP = 8
 #: how many calls of the refusing gate a finding's reproducer may cost (verifier: ~10 ms each; interpreter
@@ -72,11 +76,17 @@ class RunOptions:
     feedback: bool = True  # hand the agent the routed findings (--no-feedback: the ablation without them)
 
 
-def seed_schedules(problem: object) -> list[Path]:
-    """The problem's committed schedules: ``schedules/*.cake`` beside the module that defines it."""
+def seed_schedules(problem: object, reg: Any = None, target: str | None = None) -> list[Path]:
+    """The problem's committed schedules: those plugins registered for it and for ``target``
+    (``cake_register_schedules``: written for the target, so a ``--budget`` takes them first), then
+    ``schedules/*.cake`` beside the module that defines it."""
     module = importlib.import_module(type(problem).__module__)
     base = Path(module.__file__).resolve().parent  # type: ignore[arg-type]
-    return sorted((base / "schedules").glob("*.cake"))
+    own = sorted((base / "schedules").glob("*.cake"))
+    if reg is None or target is None:
+        return own
+    name = getattr(problem, "name", "")
+    return [s.path for s in reg.values("schedules") if s.seeds_for(name, target)] + own
 
 
 def source_hash(text: str, path: str) -> tuple[str, pipeline.Source | None]:
@@ -208,6 +218,8 @@ class Loop:
                 continue
             known.add(p["hash"])
             new.append(p)
+        if rnd > 0 and not new and not self.stopped:
+            self.stopped = f"the agent proposed nothing new in round {rnd} ({len(proposals)} proposal(s), all recorded)"
         with self.ledger.transaction() as db:
             for p in new:
                 db.execute("INSERT INTO candidates (hash, name, round, origin, parent, how, path, source, created_at) "
@@ -225,7 +237,7 @@ class Loop:
     def seeds(self) -> list[dict[str, Any]]:
         """Round 0: the ``--from`` files; else, with an agent, the problem's naive schedule (the clean start the
         agent evolves from); else every committed schedule."""
-        paths = self.sources or seed_schedules(self.problem)
+        paths = self.sources or seed_schedules(self.problem, self.reg, self.tgt.name)
         if not self.sources and self.agent is not None:
             paths = [p for p in paths if p.stem == "naive"] or paths
         origin = "from" if self.sources else "seed"
@@ -343,10 +355,10 @@ class Loop:
                 break
             self.ledger.attempt(f"dispatch:{impl}")
             cand = self.load(c)
-            start = time.monotonic()
+            start, waited = time.monotonic(), _waited(runner)
             m = bench_candidate(cand, self.bench_problem, self.shape, self.dtype, runner, impl=impl, seed=self.seed,
-                                timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
-            self.record_dispatch(c.id, m, time.monotonic() - start)
+                                timing=STAGE3_TIMING, timeout_s=self.opts.gpu_timeout_s, floor_ms=self.floor_ms)  # fmt: skip
+            self.record_dispatch(c.id, m, time.monotonic() - start - (_waited(runner) - waited))
             self.hook.cake_measured(run=self.info, candidate=c, measurement=m, resumed=False)
 
     def record_dispatch(self, cid: int | None, m: Measurement, seconds: float) -> None:
@@ -552,6 +564,12 @@ def _drive(loop: Loop) -> RunSummary:
     return summary
 
 
+def _waited(runner: Any) -> float:
+    """Seconds ``runner`` has waited so far for other processes' GPU work: a dispatch's recorded seconds
+    leave them out (what it cost the device, not how long it queued)."""
+    return float(getattr(runner, "waited_s", 0.0))
+
+
 def _baseline(loop: Loop, runner: Any) -> None:
     """The problem's baseline, timed once per run in the same worker as the candidates."""
     from cake_core.loop.baseline import bench_baseline
@@ -564,10 +582,10 @@ def _baseline(loop: Loop, runner: Any) -> None:
         loop.hook.cake_measured(run=loop.info, candidate=None, measurement=loop.measurement(row), resumed=True)
         return
     loop.ledger.attempt("dispatch:baseline")
-    start = time.monotonic()
+    start, waited = time.monotonic(), _waited(runner)
     m = bench_baseline(loop.bench_problem, loop.shape, loop.dtype, runner, seed=loop.seed, target=loop.tgt.name,
                        timeout_s=max(loop.opts.gpu_timeout_s, 600.0))  # fmt: skip
-    loop.record_dispatch(None, m, time.monotonic() - start)
+    loop.record_dispatch(None, m, time.monotonic() - start - (_waited(runner) - waited))
     loop.hook.cake_measured(run=loop.info, candidate=None, measurement=m, resumed=False)
 
 
@@ -591,8 +609,11 @@ def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
         if models:
             m = loop.reg.get("cost_models", models[0])
             kind = "calibrated" if m.calibrated else "uncalibrated"
-            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured. Ranked by the {m.name} cost "
-                                        f"model's predicted time ({kind})")  # fmt: skip
+            # a model may say where its figures for the target come from (``basis(target)``: one sentence)
+            basis = getattr(m, "basis", None)
+            source = f" {basis(loop.tgt)}" if callable(basis) else ""
+            loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured (ran: false). Ranked by the "
+                                        f"{m.name} cost model's predicted time ({kind}).{source}")  # fmt: skip
         else:
             loop.stages["benchmark"] = (f"skipped: {gpu_note}; nothing was measured, and no cost model is installed, "
                                         "so there is no ranking by predicted time")  # fmt: skip
@@ -600,4 +621,4 @@ def _describe_stages(loop: Loop, measured: bool, gpu_note: str) -> None:
         "SELECT destination, COUNT(*) AS k FROM findings GROUP BY destination ORDER BY destination"))  # fmt: skip
     loop.stages["route"] = routed or "no findings"
     if loop.stopped:
-        loop.stages["budget"] = f"stopped: {loop.stopped}"
+        loop.stages["stopped"] = loop.stopped

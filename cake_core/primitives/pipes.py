@@ -29,9 +29,10 @@ _STAGE = Slot("stage", {Kind.VALUE}, Access.WRITE, binds=True, doc="the name the
 _PIPE = Slot("pipe", {Kind.PIPE}, Access.NONE, doc="the pipe")
 
 
-class _Take(Primitive):
+class PipeTake(Primitive):
     """Takes the next stage of a pipe: the stage and the parity come from the role instance's count
-    of stages taken from it."""
+    of stages taken from it. Public: a plugin's operation that takes a stage its own way subclasses it
+    (a tensor-core acquire that waits without arriving)."""
 
     requires = frozenset({Feature.MBARRIER_TX})
     sass_claims = ("SYNCS",)
@@ -64,7 +65,7 @@ class _Take(Primitive):
         ctx.line(f"cake_mbar_wait({ctx.barrier_addr(op.operand(slot))}, (unsigned)({ctx.c(op.attr('parity'))}) & 1u);")
 
 
-class PipeAcquire(_Take):
+class PipeAcquire(PipeTake):
     name = "pipe.acquire"
     summary = "take the pipe's next stage to fill: wait until its consumers released it, then arm it"
     doc = (
@@ -90,7 +91,7 @@ class PipeAcquire(_Take):
         )
 
 
-class PipeWait(_Take):
+class PipeWait(PipeTake):
     name = "pipe.wait"
     summary = "take the pipe's next stage to read: wait until the copies into it have landed"
     doc = (

@@ -457,14 +457,29 @@ class CudaExecutor:
     ) -> tuple[list[float], list[str]]:
         """Time ``work`` (which enqueues on :attr:`stream`) as every plan is timed.
 
-        ``timing.warmup`` calls, then ``timing.reps`` calls, each preceded outside the timed region by
+        ``timing.warmup`` calls, then ``timing.reps`` calls (fewer of both for a slow kernel under
+        ``timing.budget_ms``: :meth:`~cake_core.runtime.plan.Timing.bounded`), each preceded outside the timed region by
         ``before`` (the poison) and, with ``timing.flush_l2``, an L2 flush (a memset over
         ``flush_bytes``); CUDA events around each timed call. Returns the samples in ms and notes.
         The events created are appended to ``events`` (the caller destroys them).
         """
         cu, info = self.cu, self.info
         notes: list[str] = []
-        for _ in range(timing.warmup):
+        warmup, reps = timing.warmup, timing.reps
+        if warmup and timing.budget_ms is not None:  # the first warm-up call sets the pace
+            first = [_check(cu, "cuEventCreate", cu.cuEventCreate(0)) for _ in range(2)]
+            events.extend(first)
+            before()
+            _check(cu, "cuEventRecord(start)", cu.cuEventRecord(first[0], self.stream))
+            work()
+            _check(cu, "cuEventRecord(end)", cu.cuEventRecord(first[1], self.stream))
+            self._sync("after the first warm-up call")
+            pace = float(_check(cu, "cuEventElapsedTime", cu.cuEventElapsedTime(first[0], first[1])))
+            warmup, reps = timing.bounded(pace)
+            if reps < timing.reps:
+                notes.append(f"{reps} of {timing.reps} repetitions: a call takes {pace:.3g} ms, the budget is "
+                             f"{timing.budget_ms:g} ms")  # fmt: skip
+        for _ in range(warmup):
             before()
             work()
         self._sync("after warm-up")
@@ -478,7 +493,7 @@ class CudaExecutor:
                     f"the L2 flush buffer ({flush_count * 4} B) is smaller than twice the L2 ({info.l2_bytes} B)"
                 )
         first = len(events)
-        for r in range(timing.reps):
+        for r in range(reps):
             start = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
             events.append(start)
             end = _check(cu, "cuEventCreate", cu.cuEventCreate(0))
@@ -495,7 +510,7 @@ class CudaExecutor:
             _check(cu, "cuEventRecord(end)", cu.cuEventRecord(end, self.stream))
         self._sync("after timed repetitions")
         samples = []
-        for r in range(timing.reps):
+        for r in range(reps):
             start, end = events[first + 2 * r], events[first + 2 * r + 1]
             samples.append(float(_check(cu, "cuEventElapsedTime", cu.cuEventElapsedTime(start, end))))
         return samples, notes

@@ -99,9 +99,25 @@ class Plan:
 class Timing:
     """How to time a plan: CUDA events around the whole launch sequence, warm-up first, the L2
     flushed (a write over a buffer of ``flush_bytes``, outside the timed region) before every
-    repetition, median of ``reps``."""
+    repetition, median of ``reps``.
+
+    ``budget_ms`` bounds the timed repetitions of a slow kernel: the first warm-up call is timed, and
+    the repetitions are cut to what fits the budget at that pace, never below ``min_reps`` (a 200 ms
+    kernel gets 5 repetitions within a 1000 ms budget, a 1 ms kernel keeps all 50); the warm-ups that
+    remain are cut to a tenth of that. ``None`` times every repetition whatever it costs.
+    """
 
     warmup: int = 5
     reps: int = 50
     flush_l2: bool = True
     flush_bytes: int = 256 * 1024 * 1024
+    budget_ms: float | None = None
+    min_reps: int = 5
+
+    def bounded(self, first_ms: float) -> tuple[int, int]:
+        """(warm-ups still to run, timed repetitions) once the first warm-up call took ``first_ms``."""
+        if self.budget_ms is None:
+            return max(self.warmup - 1, 0), self.reps
+        fits = int(self.budget_ms // max(first_ms, 1e-3))
+        reps = min(self.reps, max(fits, self.min_reps))
+        return min(max(self.warmup - 1, 0), fits // 10), reps

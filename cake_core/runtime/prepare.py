@@ -286,6 +286,9 @@ def validate_run(
     if timing is not None:
         if timing.reps < 1 or timing.warmup < 0:
             problems.append(f"timing needs reps >= 1 and warmup >= 0 (got reps={timing.reps}, warmup={timing.warmup})")
+        if timing.budget_ms is not None and (timing.budget_ms <= 0 or timing.min_reps < 1):
+            problems.append(f"a timing budget needs budget_ms > 0 and min_reps >= 1 (got {timing.budget_ms}, "
+                            f"{timing.min_reps})")  # fmt: skip
         if timing.flush_l2 and timing.flush_bytes < 4:
             problems.append(f"timing flush_bytes {timing.flush_bytes} is too small")
     return problems

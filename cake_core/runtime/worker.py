@@ -52,6 +52,7 @@ import numpy as np
 from cake_core.errors import CakeInternalError, NoGpuError
 from cake_core.runtime import _child
 from cake_core.runtime.device import DeviceInfo, require_driver
+from cake_core.runtime.gpulock import GpuLock
 from cake_core.runtime.plan import Plan, Timing
 from cake_core.runtime.prepare import validate_run
 from cake_core.runtime.protocol import NOT_HELD, BaselineRequest, Kept, RunReply, RunRequest
@@ -145,6 +146,7 @@ class GpuRunner:
         self._kept: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}  # by id(array): (the array, its key)
         self._gone: list[str] = []  # keys of kept arrays collected since: the worker may drop them
         self._keys = 0
+        self._gpu_lock: GpuLock | None = None
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -417,54 +419,70 @@ class GpuRunner:
 
         with self._lock:
             worker = self._ensure()
-            inputs, send = self._by_reference(request.inputs, worker)
-            drop, self._gone[:] = [k for k in self._gone if k in worker.held], []
-            message = {"type": kind, "request": attrs.evolve(request, inputs=inputs), "keep": send, "drop": drop}
-            try:
-                payload = ForkingPickler.dumps(message)
-            except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value in the plan
-                return result(RunReply(status="error", error=f"the request cannot be sent to a worker: {e}"), None)
-            del message
-            try:
-                worker.conn.send_bytes(payload)
-            except (OSError, ValueError):
-                code = self._discard(worker)
-                return result(
-                    RunReply(status="fault", error=f"the GPU worker died before the run (exit code {code})"), worker
-                )
-            del payload
-            deadline = time.monotonic() + timeout_s
-            try:
-                answered = worker.conn.poll(max(0.0, deadline - time.monotonic()))
-            except BaseException:
-                self._discard(worker, kill=True)
-                raise
-            if not answered:
-                self._discard(worker, kill=True)
-                return result(
-                    RunReply(
-                        status="timeout",
-                        error=f"no result within {timeout_s:g} s (a kernel that does not finish?); "
-                        "the worker was killed and will be replaced",
-                    ),
-                    worker,
-                )
-            try:
-                reply = worker.conn.recv()
-            except (EOFError, OSError):
-                code = self._discard(worker)
-                return result(
-                    RunReply(status="fault", error=f"the GPU worker died during the run (exit code {code})"), worker
-                )
-            worker.held.difference_update(drop)
-            worker.held.update(send)  # it read the message: it holds them, whatever the reply says
-            if isinstance(reply, RunReply) and (reply.error or "").startswith(NOT_HELD):
-                worker.held.clear()  # out of step: the next message sends every kept array again
-            if not isinstance(reply, RunReply):
-                self._discard(worker, kill=True)
-                return result(
-                    RunReply(status="fault", error=f"unexpected reply from the GPU worker: {reply!r}"), worker
-                )
-            if reply.status == "fault":
-                self._discard(worker)  # it exits by itself after a fault
-            return result(reply, worker)
+            lock = self._device_lock(worker)
+            with lock.held() as waited:
+                reply, worker = self._send(kind, request, timeout_s, worker)
+            phases = dict(reply.phases_s, wait_s=waited) if waited > 0.0005 else reply.phases_s
+            return result(attrs.evolve(reply, phases_s=phases), worker)
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds this runner's requests spent waiting for other processes' GPU work (see
+        :mod:`~cake_core.runtime.gpulock`)."""
+        return self._gpu_lock.waited_s if self._gpu_lock is not None else 0.0
+
+    def _device_lock(self, worker: _Worker) -> GpuLock:
+        if self._gpu_lock is None:
+            self._gpu_lock = GpuLock(worker.info.pci_bus_id or f"ordinal{worker.info.ordinal}")
+        return self._gpu_lock
+
+    def _send(
+        self, kind: str, request: RunRequest | BaselineRequest, timeout_s: float, worker: _Worker
+    ) -> tuple[RunReply, _Worker | None]:
+        """One request to ``worker`` and its reply; every failure is a reply (the worker it concerns, or
+        ``None`` where the request never left)."""
+        inputs, send = self._by_reference(request.inputs, worker)
+        drop, self._gone[:] = [k for k in self._gone if k in worker.held], []
+        message = {"type": kind, "request": attrs.evolve(request, inputs=inputs), "keep": send, "drop": drop}
+        try:
+            payload = ForkingPickler.dumps(message)
+        except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value in the plan
+            return RunReply(status="error", error=f"the request cannot be sent to a worker: {e}"), None
+        del message
+        try:
+            worker.conn.send_bytes(payload)
+        except (OSError, ValueError):
+            code = self._discard(worker)
+            return RunReply(status="fault", error=f"the GPU worker died before the run (exit code {code})"), worker
+        del payload
+        deadline = time.monotonic() + timeout_s
+        try:
+            answered = worker.conn.poll(max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            self._discard(worker, kill=True)
+            raise
+        if not answered:
+            self._discard(worker, kill=True)
+            return (
+                RunReply(
+                    status="timeout",
+                    error=f"no result within {timeout_s:g} s (a kernel that does not finish?); "
+                    "the worker was killed and will be replaced",
+                ),
+                worker,
+            )
+        try:
+            reply = worker.conn.recv()
+        except (EOFError, OSError):
+            code = self._discard(worker)
+            return RunReply(status="fault", error=f"the GPU worker died during the run (exit code {code})"), worker
+        worker.held.difference_update(drop)
+        worker.held.update(send)  # it read the message: it holds them, whatever the reply says
+        if isinstance(reply, RunReply) and (reply.error or "").startswith(NOT_HELD):
+            worker.held.clear()  # out of step: the next message sends every kept array again
+        if not isinstance(reply, RunReply):
+            self._discard(worker, kill=True)
+            return RunReply(status="fault", error=f"unexpected reply from the GPU worker: {reply!r}"), worker
+        if reply.status == "fault":
+            self._discard(worker)  # it exits by itself after a fault
+        return reply, worker

@@ -112,3 +112,17 @@ def test_without_feedback_the_agent_gets_no_findings_and_they_are_still_recorded
     # the run records the choice, and a resumed run reads it from there (as it reads the seed and the agent)
     meta = dict(sqlite3.connect(tmp_path / "off" / "ledger.sqlite").execute("SELECT key, value FROM meta"))
     assert meta["feedback"] == "false"
+
+
+def test_an_agent_with_nothing_new_ends_the_run_and_the_summary_says_so(agent: Retile, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A round whose proposals are all recorded already ends the run (no budget did), and the summary says why."""
+
+    def again(run: RunInfo, parents: Sequence[Parent], *_: object) -> tuple[list[Proposal], int]:
+        return [Proposal(parents[0].module, "the parent again", parents[0].hash)], 0
+
+    monkeypatch.setattr(agent, "propose", again)
+    opts = RunOptions("kmeans-assign", "h200", tmp_path / "run", agent="retile", workers=1,
+                      sources=(SCHEDULES / "ampere.cake",))  # fmt: skip
+    summary = run(opts, log=lambda _: None)
+    assert summary.stopped == "the agent proposed nothing new in round 1 (1 proposal(s), all recorded)"

@@ -175,6 +175,33 @@ def test_hook_cake_register_rules() -> None:
         assert reg.registration("rules", "CR108").plugin.distribution == "cake-rules-core"
 
 
+def test_hook_cake_register_mutations() -> None:
+    from cake_core.mutate import Mutant, Operator
+    from cake_core.mutate.rewrite import replace
+
+    class UnmaskedScaleRows(Operator):
+        """A mutation class that drops the mask of every `scale.rows`, known only by name."""
+
+        name = "unmasked-scale-rows"
+        summary = "the `oob` mask of a `scale.rows` removed"
+
+        def kernel_mutants(self, module, kernel, primitives) -> Iterator[Mutant]:  # type: ignore[no-untyped-def]
+            for _, op in n.walk_ops(kernel):
+                if op.name == "scale.rows":
+                    mutated = replace(module, op, attrs.evolve(op, attrs=()))
+                    yield self.mutant(kernel, op.loc, "mask dropped", mutated, op.name, "drop")
+
+    reg = plugins.load(extra=[_plugin("unmasked", "cake_register_mutations", UnmaskedScaleRows())])
+    r = reg.registration("mutations", "unmasked-scale-rows")
+    assert r.plugin.distribution == "(in-process)"
+    (m,) = r.obj.mutants(parse(KERNEL, "k.cake"), {p.name: p for p in reg.values("primitives")})
+    report = verify_source(print_module(m.module), "k.cake", reg.get("targets", "example-gpu"), reg)
+    if "CR108" in reg.names("rules"):  # the mutant is what the hard gate refuses
+        assert "CR108" in {d.code for d in report.diagnostics}
+    with pytest.raises(CakeUserError, match=r"registered a mutation class that is not a cake_core\.mutate\.mutant\.Operator"):
+        plugins.load(extra=[_plugin("not-one", "cake_register_mutations", RenameKernels())])
+
+
 def test_hook_cake_register_cost_models() -> None:
     model = OpCountModel()
     reg = plugins.load(extra=[_plugin("op-count", "cake_register_cost_models", model)])
@@ -235,3 +262,21 @@ def test_hook_cake_register_problems() -> None:
     report = problem.check(inputs, bad, shape, dtype)
     assert not report.passed and report.violations == 1 and report.first[0].position == (3, 10)
     assert reg.registration("problems", "kmeans-assign").plugin.distribution == "cake-core"
+
+
+def test_hook_cake_register_schedules(tmp_path) -> None:
+    from cake_core.loop.run import seed_schedules
+    from cake_core.problems.schedule import Schedule
+
+    path = tmp_path / "mine.cake"
+    path.write_text(KERNEL)
+    mine = Schedule("kmeans-assign/mine", "kmeans-assign", path, {"h200"})
+    reg = plugins.load(extra=[_plugin("sched", "cake_register_schedules", mine)])
+    assert reg.registration("schedules", "kmeans-assign/mine").plugin.distribution == "(in-process)"
+    problem = reg.get("problems", "kmeans-assign")
+    own = seed_schedules(problem)
+    assert seed_schedules(problem, reg, "h200") == [path, *own]  # written for the target: first
+    assert path not in seed_schedules(problem, reg, "a100")  # written for h200 only
+    stray = Schedule("nope/mine", "no-such-problem", path)
+    with pytest.raises(CakeUserError, match="uses the problem `no-such-problem`"):
+        plugins.load(extra=[_plugin("stray", "cake_register_schedules", stray)])

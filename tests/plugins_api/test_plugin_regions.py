@@ -143,3 +143,17 @@ def test_the_core_names_no_blackwell_instruction() -> None:
     root = Path(cake_core.__file__).parent
     named = [str(p.relative_to(root)) for p in root.rglob("*.py") if "tcgen05" in p.read_text().lower()]
     assert named == []
+
+
+def test_a_pipe_may_hand_on_stages_of_a_region(registry) -> None:
+    # a ring of a plugin tier's regions is a pipe's buffer as a shared ring is (its stages take no shared
+    # bytes); what fills a stage is the tier's primitives' business (cake-blackwell's tcgen05.commit.stage)
+    text = KERNEL.replace("  role all", "  pipe ring: all -> all of buf\n  role all")
+    checked = _check(registry, text)
+    assert not [d for d in checked.diagnostics if "pipe" in d.message], checked.diagnostics
+    (model,) = checked.models.values()
+    info = model.pipes["ring"]
+    assert (info.stages, info.buffers, info.stage_bytes) == (2, ("buf",), 0)
+    assert {"ring.full", "ring.empty"} <= set(model.barriers)
+    unknown = _check(registry, KERNEL.replace("  role all", "  pipe ring: all -> all of nope\n  role all"))
+    assert any("`nope`, which is not a shared buffer" in d.message for d in unknown.diagnostics)

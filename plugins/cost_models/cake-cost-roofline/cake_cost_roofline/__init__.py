@@ -94,8 +94,18 @@ class Roofline:
         return Estimate(
             self.name, self.version, self.calibrated, sum(x.ms for x in launches),
             longest.bound if longest is not None else "none", launches,
-            ("uncalibrated: rates from target data alone, nothing fitted to measurements",),
+            ("uncalibrated: rates from target data alone, nothing fitted to measurements", self.basis(target)),
         )  # fmt: skip
+
+    def basis(self, target: Target) -> str:
+        """Where the rates for ``target`` come from, in one sentence: its measured ceilings, or the datasheet
+        alone (a part no one has measured here, such as ``b200``: uncalibrated datasheet figures)."""
+        measured = sorted(c.metric for c in target.measured)
+        if measured:
+            return (f"Its {target.name} rates: measured {', '.join(measured)} on the part; the others are "
+                    "datasheet figures.")  # fmt: skip
+        return (f"Its {target.name} rates are datasheet figures, uncalibrated: the target record has no measured "
+                "ceiling.")  # fmt: skip
 
     def update(self, estimates: Sequence[Estimate], measured_ms: Sequence[float]) -> None:
         """An analytic model learns nothing from measurements (``calibrated`` stays False)."""

@@ -145,3 +145,14 @@ def test_a_global_read_the_epilogue_waits_for_is_a_stall_on_the_consumers_path()
     clocks = reg.get("targets", "h200").boost_clock_mhz * 1e3  # per ms
     assert direct.terms["stall"] == pytest.approx(63 * 8 * 780 / clocks)
     assert direct.ms > piped.ms + 0.9 * direct.terms["stall"]
+
+
+def test_the_estimate_says_where_each_targets_rates_come_from() -> None:
+    # b200 has no measured ceiling: its figures are the datasheet's and the model says so; the h200
+    # record carries measured ceilings, which it names
+    b200 = _estimate("ampere", target="b200")
+    said = "Its b200 rates are datasheet figures, uncalibrated: the target record has no measured ceiling."
+    assert said in b200.notes
+    h200 = _estimate("ampere")
+    (note,) = [x for x in h200.notes if x.startswith("Its h200 rates")]
+    assert "measured" in note and "datasheet" in note

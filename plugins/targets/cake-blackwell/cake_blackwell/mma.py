@@ -1,5 +1,7 @@
 """``tcgen05.mma`` (one CTA, accumulator in tensor memory, both operands from swizzled shared memory)
-and ``tcgen05.commit``, which makes an mbarrier track its completion.
+and ``tcgen05.commit``, which makes an mbarrier track its completion; ``tcgen05.acquire`` and
+``tcgen05.commit.stage``, the producer's side of a pipe whose stages the mma fills (a ring of
+tensor-memory accumulators handed to epilogue warps).
 
 One operation covers the whole k extent of its operands: one ``tcgen05.mma.cta_group::1.kind::f16``
 per k step of 16 (the PTX ISA's ``tcgen05.mma`` section; for ``.kind::f16`` with one CTA the type rule
@@ -28,11 +30,14 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir import nodes as n
+from cake_core.ir import pipes
 from cake_core.ir.primitive import (
     Access, AttrSpec, BarrierAction, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive,
     Signature, Slot, TypedOp, numel, static_shape,
 )  # fmt: skip
 from cake_core.primitives.authoring import mma_operands, shape_text
+from cake_core.primitives.pipes import PipeTake
+from cake_core.target import Feature
 
 from cake_blackwell import descriptors as dsc
 from cake_blackwell.tmem import LANES, TCGEN05, TMEM, TMEM_FEATURE, column_offset
@@ -143,6 +148,64 @@ class Tcgen05Commit(Primitive):
         pass
 
     def lower(self, op: TypedOp, ctx) -> None:
-        addr = ctx.barrier_addr(op.ins[0])
-        ctx.line(f'if ({ctx.itid} == 0) asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 '
-                 f'[%0];" :: "r"({addr}) : "memory");')  # fmt: skip
+        _commit(ctx, ctx.barrier_addr(op.ins[0]))
+
+
+def _commit(ctx, addr: str) -> None:
+    ctx.line(f'if ({ctx.itid} == 0) asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster'
+             f'.b64 [%0];" :: "r"({addr}) : "memory");')  # fmt: skip
+
+
+class Tcgen05Acquire(PipeTake):
+    name = "tcgen05.acquire"
+    summary = "take a pipe's next stage for `tcgen05.mma` to fill: wait until its consumers released it"
+    doc = (
+        "Producer side of a pipe whose stages `tcgen05.mma` fills (a ring of tensor-memory accumulators, "
+        "`pipe accs: mma -> epilogue of acc`). Waits on the stage's `empty` barrier for the phase before the "
+        "one it fills, as `pipe.acquire` does, but does not arrive on its `full` barrier: "
+        "`tcgen05.commit.stage` arrives there once the mma work completes. Stage and parity are derived."
+    )
+    requires = frozenset({TCGEN05, Feature.MBARRIER_TX})
+    side = pipes.PRODUCER
+    derives = ("stage", "parity")
+    signature = Signature(
+        outs=[Slot("stage", {Kind.VALUE}, Access.WRITE, binds=True, doc="the stage's name for the rest of the block")],
+        ins=[Slot("pipe", {Kind.PIPE}, Access.NONE, doc="the pipe"),
+             Slot("empty", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.WAIT, derived=True)],
+    )  # fmt: skip
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        self.wait(op, ctx, "empty")
+
+
+class Tcgen05CommitStage(Primitive):
+    name = "tcgen05.commit.stage"
+    sass_claims = ("UTCBAR",)
+    summary = "mark a pipe's stage full once every tcgen05 operation this thread issued has completed"
+    doc = (
+        "`tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64` on the stage's derived `full` "
+        "barrier, by thread 0 of the role instance (the `tcgen05.mma` issuer): the one arrival the phase "
+        "counts, taken with `tcgen05.acquire`. Consumers take the stage with `pipe.wait` and give it back "
+        "with `pipe.release`."
+    )
+    requires = frozenset({TCGEN05})
+    group_wait = "tcgen05"
+    signature = Signature(
+        ins=[Slot("pipe", {Kind.PIPE}, Access.NONE, doc="the stage, `accs[a]`"),
+             Slot("full", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.ARRIVE, derived=True)],
+    )  # fmt: skip
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        p = op.ins[0].decl
+        role = op.role.role.name  # type: ignore[attr-defined]
+        if isinstance(p, n.Pipe) and pipes.PRODUCER not in pipes.sides(p, role):
+            yield codes.PIPE.at(op.op.loc, f"`tcgen05.commit.stage` fills a stage of pipe `{p.name}`, whose producer "
+                                f"is not role `{role}`", label="not the producer")  # fmt: skip
+        if op.ins[0].stage is None:
+            yield codes.PIPE.at(op.op.loc, f"name the stage: `tcgen05.commit.stage {op.ins[0].name}[a]`")
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        pass
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        _commit(ctx, ctx.barrier_addr(op.operand("full")))

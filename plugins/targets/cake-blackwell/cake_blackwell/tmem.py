@@ -1,6 +1,6 @@
-"""Tensor memory: allocating a region, giving up the allocation permit, freeing it, moving an
-accumulator from tensor memory into registers, and the fences that order tcgen05 work across a
-thread barrier.
+"""Tensor memory: allocating a region, giving up the allocation permit, freeing it, moving a tile
+between tensor memory and registers (``tcgen05.ld`` / ``tcgen05.st`` and their waits), and the fences
+that order tcgen05 work across a thread barrier.
 
 A region is declared at kernel level with the tier's keyword, ``tmem acc: f32[128, 128]`` (or a ring,
 ``f32[2][128, 128]``): 128 lanes (rows) by a number of 32-bit columns. ``tcgen05.alloc acc`` asks the
@@ -8,7 +8,8 @@ hardware for its columns and leaves the address in the region's handle word, whi
 in shared memory (:class:`cake_core.ir.model.MemInfo`); every other primitive reads the address from
 there. Forms follow the PTX ISA's sections on ``tcgen05.alloc`` / ``dealloc`` /
 ``relinquish_alloc_permit``, ``tcgen05.ld`` (the ``.32x32b`` shape: 9.7.16.2.3, "Data Movement Shape"),
-``tcgen05.wait`` and ``tcgen05.fence``; ptxas (through NVRTC, for sm_100a) accepts every form emitted.
+``tcgen05.st`` (the same shape, ``[taddr], r`` operands), ``tcgen05.wait`` (``::ld`` and ``::st``) and
+``tcgen05.fence``; ptxas (through NVRTC, for sm_100a) accepts every form emitted.
 """
 
 from __future__ import annotations
@@ -163,7 +164,34 @@ def check_region(op: TypedOp, o: Operand) -> Iterable[Diagnostic]:
         )  # fmt: skip
 
 
-class TmemLoad(Primitive):
+class _Move(Primitive):
+    """A copy between a [128, C] f32 tensor-memory tile and a `rows` register tile of the same shape, in
+    pieces of at most 32 columns (:func:`move_chunks`); a subclass gives the instruction (``asm``)."""
+
+    requires = frozenset({TCGEN05, TMEM_FEATURE})
+
+    def sides(self, op: TypedOp) -> tuple[Operand, Operand]:
+        """(the register tile, the tensor-memory operand)"""
+        dst, src = op.outs[0], op.ins[0]
+        return (dst, src) if dst.kind is Kind.REGISTERS else (src, dst)
+
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        """The instruction moving columns ``c0 .. c0 + num`` at tensor-memory address ``word``."""
+        raise NotImplementedError
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        yield from check_move(op, ctx, *self.sides(op))
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        x.write("dst", x.read("src"))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        reg, mem = self.sides(op)
+        for word, (c0, num) in move_chunks(ctx, op, reg=reg, mem=mem):
+            ctx.line(self.asm(ctx.rview(reg).name, word, c0, num))
+
+
+class TmemLoad(_Move):
     name = "tcgen05.ld"
     sass_claims = ("LDTM",)
     summary = "copy a [128, C] f32 tensor-memory tile into a `rows` register tile: lane r to thread r"
@@ -173,7 +201,6 @@ class TmemLoad(Primitive):
         "valid only after `tcgen05.wait.ld` (an asynchronous group of its own on the CPU: reading the tile "
         "before the wait is a race). Cost: no global or shared bytes."
     )
-    requires = frozenset({TCGEN05, TMEM_FEATURE})
     group = "tcgen05.ld"
     group_commit = "tcgen05.ld"
     signature = Signature(
@@ -181,39 +208,87 @@ class TmemLoad(Primitive):
         ins=[Slot("src", {TMEM}, Access.READ)],
     )
 
-    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
-        dst, src = op.outs[0], op.ins[0]
-        if dst.layout is None or dst.layout.name != "rows":
-            yield codes.TYPES.at(dst.expr.loc, "`tcgen05.ld` fills a `rows` register tile (thread r holds lane r)")
-        if dst.dtype is not DType.F32 or src.dtype is not DType.F32:
-            yield codes.TYPES.at(op.op.loc, "`tcgen05.ld` here moves f32 elements")
-        sd, ss = static_shape(dst), static_shape(src)
-        if sd is None or ss is None or sd != ss or len(sd) != 2 or sd[0] != LANES:
-            yield codes.TYPES.at(op.op.loc, f"`tcgen05.ld` copies [{LANES}, C] into the same shape, not "
-                                 f"{shape_text(src.shape)} into {shape_text(dst.shape)}", label="shape mismatch")  # fmt: skip
-        if ctx.role_warps() != 4:
-            yield codes.TYPES.at(op.op.loc, f"`tcgen05.ld` of {LANES} lanes runs in role instances of 4 warps, "
-                                 f"not {ctx.role_warps()}")  # fmt: skip
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        outs = ", ".join(f"%{i}" for i in range(num))
+        regs = ", ".join(f'"=f"({reg}[{c0 + i}])' for i in range(num))
+        return (f'asm volatile("tcgen05.ld.sync.aligned.32x32b.x{num}.b32 {{{outs}}}, [%{num}];" : {regs} : '
+                f'"r"({word}) : "memory");')  # fmt: skip
+
+
+def check_move(op: TypedOp, ctx: CheckContext, reg: Operand, mem: Operand) -> Iterable[Diagnostic]:
+    """The type rule of ``tcgen05.ld`` / ``tcgen05.st``: a [128, C] f32 region slice and a `rows` register
+    tile of the same shape, in role instances of 4 warps (warp w reaches lanes 32w..32w+31)."""
+    what = op.op.name
+    if reg.layout is None or reg.layout.name != "rows":
+        yield codes.TYPES.at(reg.expr.loc, f"`{what}` moves a `rows` register tile (thread r holds lane r)")
+    if reg.dtype is not DType.F32 or mem.dtype is not DType.F32:
+        yield codes.TYPES.at(op.op.loc, f"`{what}` here moves f32 elements")
+    sr, sm = static_shape(reg), static_shape(mem)
+    if sr is None or sm is None or sr != sm or len(sr) != 2 or sr[0] != LANES:
+        yield codes.TYPES.at(op.op.loc, f"`{what}` moves [{LANES}, C] between tensor memory and registers of the "
+                             f"same shape, not {shape_text(mem.shape)} and {shape_text(reg.shape)}",
+                             label="shape mismatch")  # fmt: skip
+    if ctx.role_warps() != 4:
+        yield codes.TYPES.at(op.op.loc, f"`{what}` of {LANES} lanes runs in role instances of 4 warps, "
+                             f"not {ctx.role_warps()}")  # fmt: skip
+
+
+def move_chunks(ctx, op: TypedOp, reg: Operand, mem: Operand) -> Iterable[tuple[str, tuple[int, int]]]:
+    """The tensor-memory address and the (first column, column count) of each ``.32x32b.xN`` instruction
+    moving ``reg`` to or from ``mem``: this warp's 32 lanes (lane field, bits 16-31, ``32 * warp``) and
+    the region's column (bits 0-15), in pieces of at most 32 columns."""
+    if ctx.role.start % 4 or ctx.role.per != 4:
+        raise NotLowerable(f"`{op.op.name}` 32x32b needs role instances that are whole warpgroups")
+    cols = static_shape(reg)[1]  # type: ignore[index]
+    base = ctx.fresh("ta")
+    ctx.line(f"const unsigned {base} = {ctx.handle(mem)} + (({ctx.iwarp} * 32) << 16) + {column_offset(ctx, mem)};")
+    c0 = 0
+    while c0 < cols:
+        num = next(k for k in (32, 16, 8, 4, 2, 1) if cols - c0 >= k)
+        yield f"{base} + {c0}", (c0, num)
+        c0 += num
+
+
+class TmemStore(_Move):
+    name = "tcgen05.st"
+    sass_claims = ("STTM",)
+    summary = "copy a `rows` register tile into a [128, C] f32 tensor-memory tile: thread r to lane r"
+    doc = (
+        "`tcgen05.st.sync.aligned.32x32b.xN.b32 [taddr], {r...}` (PTX ISA, `tcgen05.st`: shapes `.32x32b` "
+        "and others, `.num` `.x1` to `.x128`): warp w of the role instance writes lanes 32w..32w+31. The "
+        "tensor memory holds the values only after `tcgen05.wait.st` (an asynchronous group of its own on the "
+        "CPU: an `tcgen05.mma` or `tcgen05.ld` of the region before the wait, and the fences and barrier "
+        "that hand it on, is a race). Cost: no global or shared bytes."
+    )
+    group = "tcgen05.st"
+    group_commit = "tcgen05.st"
+    signature = Signature(
+        outs=[Slot("dst", {TMEM}, Access.WRITE, asynchronous=True)],
+        ins=[Slot("src", {Kind.REGISTERS}, Access.READ)],
+    )
+
+    def asm(self, reg: str, word: str, c0: int, num: int) -> str:
+        ins = ", ".join(f"%{i + 1}" for i in range(num))
+        regs = ", ".join(f'"f"({reg}[{c0 + i}])' for i in range(num))
+        return (f'asm volatile("tcgen05.st.sync.aligned.32x32b.x{num}.b32 [%0], {{{ins}}};" :: "r"({word}), '
+                f'{regs} : "memory");')  # fmt: skip
+
+
+class TmemWaitStore(Primitive):
+    name = "tcgen05.wait.st"
+    summary = "wait until every `tcgen05.st` this thread issued has written tensor memory"
+    doc = "`tcgen05.wait::st.sync.aligned` (PTX ISA, `tcgen05.wait`): the stores are visible to this thread's " \
+          "later tcgen05 operations; another thread (the `tcgen05.mma` issuer) sees them after " \
+          "`tcgen05.fence.before`, a barrier and `tcgen05.fence.after`."
+    requires = frozenset({TCGEN05, TMEM_FEATURE})
+    group_wait = "tcgen05.st"
+    signature = Signature()
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
-        x.write("dst", x.read("src"))
+        pass
 
     def lower(self, op: TypedOp, ctx) -> None:
-        if ctx.role.start % 4 or ctx.role.per != 4:
-            raise NotLowerable("`tcgen05.ld` 32x32b needs role instances that are whole warpgroups")
-        dst, src = op.outs[0], op.ins[0]
-        reg = ctx.rview(dst)
-        cols = static_shape(dst)[1]  # type: ignore[index]
-        base = ctx.fresh("ta")
-        ctx.line(f"const unsigned {base} = {ctx.handle(src)} + (({ctx.iwarp} * 32) << 16) + {column_offset(ctx, src)};")
-        c0 = 0
-        while c0 < cols:
-            num = next(k for k in (32, 16, 8, 4, 2, 1) if cols - c0 >= k)
-            outs = ", ".join(f"%{i}" for i in range(num))
-            regs = ", ".join(f'"=f"({reg.name}[{c0 + i}])' for i in range(num))
-            ctx.line(f'asm volatile("tcgen05.ld.sync.aligned.32x32b.x{num}.b32 {{{outs}}}, [%{num}];" : {regs} : '
-                     f'"r"({base} + {c0}) : "memory");')  # fmt: skip
-            c0 += num
+        ctx.line('asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");')
 
 
 class TmemWaitLoad(Primitive):
