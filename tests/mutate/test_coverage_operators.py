@@ -20,10 +20,11 @@ SCHEDULES = sorted(PROBLEMS.glob("*/schedules/**/*.cake"))
 #: the rule that names each class's mistake
 RULE = {"grid-floor": "CR129", "dropped-self-offset": "CR130"}
 #: kernels whose writes are no outputs, out of the rules' reach: they fill program buffers
-#: (`c_sq`, `x_sq`, kmeans-update's sorted copy `keys` and `xs`: what a later launch reads of them is not
-#: tracked) or scatter with atomics (kmeans-update's `accumulate`, `histogram`, `scatter`, `segments`)
-OUT_OF_REACH = {"centroid_norms", "point_norms", "accumulate", "zero_sorted", "histogram", "scatter", "segments"}
-
+#: (`c_sq`, `x_sq`, kmeans-update's sorted copy `keys` and `xs`, kmeans-iter's zeroed `sums` and `counts`: what a
+#: later launch reads of them is not tracked), scatter with atomics (kmeans-update's `accumulate`, `histogram`,
+#: `scatter`, `segments`) or read back what they write (kmeans-iter's `assign_scatter` reads its `assign`)
+OUT_OF_REACH = {"centroid_norms", "point_norms", "accumulate", "zero_sorted", "histogram", "scatter", "segments",
+                "zero", "prepare", "assign_scatter"}
 
 
 
