@@ -3,9 +3,10 @@ writes and the table it prints."""
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,13 +15,9 @@ from cake_core.problems.knn import BENCH_CELLS, KNN, KNN_IP
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("knn_bench", ROOT / "bench" / "knn.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+def _tool() -> SimpleNamespace:
+    sys.path.insert(0, str(ROOT / "bench"))  # as `python bench/knn.py` has it
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "bench" / "knn.py"), run_name="knn_bench"))
 
 
 def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> None:

@@ -160,28 +160,17 @@ def assessment_from(arrays: Mapping[str, np.ndarray], shape: Mapping[str, int]) 
 
 
 def timeout_for(shape: Mapping[str, int]) -> float:
-    """A generous wall-clock limit for one assessment: a minute plus 2 s per 10 GFLOP (float64)."""
-    macs = int(shape["B"]) * int(shape["M"]) * int(shape["N"]) * int(shape["D"])
-    return 60.0 + 2.0 * macs / 1e10
+    """kmeans-assign's limit for the same float64 work (``B*M*N*D`` multiply-adds)."""
+    return kmeans_reference.timeout_for({"B": shape["B"], "N": shape["M"], "K": shape["N"], "D": shape["D"]})
 
 
-def assess_cuda(
-    runner: GpuRunner,
-    q: np.ndarray,
-    x: np.ndarray,
-    cand: np.ndarray,
-    shape: Mapping[str, int],
-    dtype: str,
-    inner: bool,
-    rtol: float,
-    *,
-    arch: str | None = None,
-    timeout_s: float | None = None,
-) -> Assessment:
-    """The assessment of ``cand`` computed by the CUDA reference through ``runner``.
+def assess_cuda(runner: GpuRunner, q: np.ndarray, x: np.ndarray, cand: np.ndarray, shape: Mapping[str, int],
+                dtype: str, inner: bool, rtol: float, *, arch: str | None = None,
+                timeout_s: float | None = None) -> Assessment:  # fmt: skip
+    """What the reference finds about ``cand`` on ``runner``'s GPU (compiled for ``arch``, else the runner's).
 
-    Raises :class:`CakeInternalError` if the reference itself does not complete (it never reads out of
-    bounds whatever ``cand`` holds, so a fault or a timeout is not the candidate's doing).
+    A run that does not complete raises :class:`CakeInternalError`: the reference reads nothing out of
+    bounds whatever ``cand`` holds, so a fault or a timeout is never the candidate's doing.
     """
     cubin = compiled_reference(arch or kmeans_reference.arch_of(runner))
     plan = build_plan(shape, dtype, inner, rtol, cubin)
