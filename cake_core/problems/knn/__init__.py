@@ -1,9 +1,10 @@
 """The built-in problems ``knn`` and ``knn-ip``: the k best points of every query, by squared Euclidean
 distance or by inner product (one problem class, two metrics).
 
-A built-in plugin: the plugin manager registers this module like any external one. knn's schedule
-(``schedules/fused_topk.cake``) streams tiles of points through shared memory, scores them on tensor
-cores and keeps a fused top-k in registers; it and ``schedules/naive.cake`` run on the GPU.
+A built-in plugin: the plugin manager registers this module like any external one. knn's schedules:
+``fused_topk.cake`` streams tiles of points through shared memory (cp.async), scores them with mma.sync and
+keeps a fused top-k in registers; ``hopper.cake`` does the same with TMA and wgmma; ``naive.cake`` scores
+one point at a time. All three run on the GPU; knn-ip has none yet.
 """
 
 from __future__ import annotations
