@@ -11,14 +11,15 @@ The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squa
 ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
 scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
 ``topk``. Cake schedules are named by their file under the problem's schedules/ or by path; a cell outside
-a schedule's domain (fused_topk and hopper take K <= 32) is recorded as ``unsupported``.
+a schedule's domain (fused_topk and hopper take K <= 32, hopper_split K <= 16) is recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. ``--budget-s`` bounds the
 wall time: no new cell starts after it (the torch baseline alone takes about 85 ms a call at the headline
 cell). Records are written after each one.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
-       [--schedules fused_topk,hopper] [--runs 2] [--reps 5] [--warmup 1] [--budget-s 120] [--out FILE.json]
+       [--schedules fused_topk,hopper,hopper_split] [--runs 2] [--reps 5] [--warmup 1] [--budget-s 120]
+       [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cells", default="all", help="`all` or indices into BENCH_CELLS, e.g. 0,3")
     ap.add_argument("--metrics", default="l2,ip", help="l2 (problem knn), ip (problem knn-ip)")
     ap.add_argument("--impls", default=",".join(TORCH_IMPLS), help="torch baselines: torch, torch-fp32 (or none)")
-    ap.add_argument("--schedules", default="fused_topk,hopper", help="Cake schedules of knn (L2): names or paths")
+    ap.add_argument("--schedules", default="fused_topk,hopper,hopper_split",
+                    help="Cake schedules of knn (L2): names or paths")
     ap.add_argument("--ip-schedules", default="", help="Cake schedules of knn-ip: paths")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)

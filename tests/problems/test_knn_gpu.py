@@ -125,18 +125,21 @@ def test_a_far_off_answer_is_judged_in_time(gpu_runner: Any, record) -> None:
 
 
 HOPPER_CELLS = [
-    ({"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),
-    ({"B": 1, "M": 200, "N": 517, "D": 128, "K": 32}, "f16"),
-    ({"B": 1, "M": 77, "N": 300, "D": 256, "K": 1}, "bf16"),
-    ({"B": 3, "M": 300, "N": 65, "D": 128, "K": 16}, "f16"),
+    ("hopper", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),
+    ("hopper", {"B": 1, "M": 200, "N": 517, "D": 128, "K": 32}, "f16"),
+    ("hopper", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 1}, "bf16"),
+    ("hopper", {"B": 3, "M": 300, "N": 65, "D": 128, "K": 16}, "f16"),
+    ("hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
+    ("hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),  # 5 point tiles over 4 splits
+    ("hopper_split", {"B": 3, "M": 300, "N": 65, "D": 128, "K": 1}, "f16"),  # two splits with no tile
 ]
 
 
-@pytest.mark.parametrize("shape,dtype", HOPPER_CELLS,
-                         ids=[f"{'-'.join(map(str, s.values()))}-{d}" for s, d in HOPPER_CELLS])  # fmt: skip
-def test_the_hopper_schedule_passes_the_oracle(gpu_runner: Any, shape, dtype, record) -> None:
-    """schedules/hopper.cake through stage 3 (two checked runs, timing, the oracle after): its wgmma
-    accumulators reach the top-k fold through shared memory."""
+@pytest.mark.parametrize("schedule,shape,dtype", HOPPER_CELLS,
+                         ids=[f"{n}-{'-'.join(map(str, s.values()))}-{d}" for n, s, d in HOPPER_CELLS])  # fmt: skip
+def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, shape, dtype, record) -> None:
+    """schedules/hopper.cake and hopper_split.cake through stage 3 (two checked runs, timing, the oracle
+    after): their wgmma accumulators reach the top-k fold through shared memory."""
     from pathlib import Path
 
     from cake_core import pipeline, plugins
@@ -146,10 +149,10 @@ def test_the_hopper_schedule_passes_the_oracle(gpu_runner: Any, shape, dtype, re
 
     info = gpu_runner.device_info()
     if "H200" not in info.name and "H100" not in info.name:
-        pytest.skip(f"hopper.cake is compiled for h200; this GPU is {info.name}")
-    cand = pipeline.Candidate.load(Path(knn.__file__).parent / "schedules" / "hopper.cake",
+        pytest.skip(f"{schedule}.cake is compiled for h200; this GPU is {info.name}")
+    cand = pipeline.Candidate.load(Path(knn.__file__).parent / "schedules" / f"{schedule}.cake",
                                    plugins.registry().get("targets", "h200"))  # fmt: skip
-    m = bench_candidate(cand, KNN, shape, dtype, gpu_runner, impl="cake:hopper", commit="test",
+    m = bench_candidate(cand, KNN, shape, dtype, gpu_runner, impl=f"cake:{schedule}", commit="test",
                         timing=Timing(warmup=1, reps=3), timeout_s=120)  # fmt: skip
     record("knn_hopper", m)
     assert (m.status, m.correct) == ("ok", True), (m.status, m.error, m.oracle)

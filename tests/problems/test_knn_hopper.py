@@ -1,6 +1,7 @@
-"""knn's Hopper schedule (``schedules/hopper.cake``: TMA, wgmma, scores through shared memory to register
-lists): verified clean for h200, run in the interpreter to the oracle's approval on ragged shapes, and
-compiled by NVRTC for h200 without spills (its `store` of a wgmma accumulator to shared memory lowers)."""
+"""knn's Hopper schedules (``schedules/hopper.cake``: TMA, wgmma, scores through shared memory to register
+lists; ``hopper_split.cake``: the same split over the points, merged by a launch of its own): verified clean
+for h200, run in the interpreter to the oracle's approval on ragged shapes, and compiled by NVRTC for h200
+without spills (their `store` of a wgmma accumulator to shared memory lowers)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,27 @@ from cake_core.problems.knn import KNN as P
 from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
 
-HOPPER = Path(knn.__file__).parent / "schedules" / "hopper.cake"
+SCHEDULES = Path(knn.__file__).parent / "schedules"
+HOPPER = SCHEDULES / "hopper.cake"
+#: hopper.cake, and its split over the points (K <= 16) with a merge launch
+BOTH = [HOPPER, SCHEDULES / "hopper_split.cake"]
 
 
-def test_verifies_clean_on_h200() -> None:
+@pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
+def test_verifies_clean_on_h200(path: Path) -> None:
     target = plugins.registry().get("targets", "h200")
-    diags = list(verify_source(HOPPER.read_text(), "hopper.cake", target).diagnostics)
+    diags = list(verify_source(path.read_text(), path.name, target).diagnostics)
     assert diags == [], [f"{d.code}: {d.message}" for d in diags]
 
 
-@pytest.mark.parametrize("shape,dtype", [
-    ({"B": 2, "M": 130, "N": 150, "D": 64, "K": 8}, "bf16"),  # two query tiles, ragged; 3 point tiles
-    ({"B": 1, "M": 20, "N": 40, "D": 128, "K": 32}, "f16"),  # the longest lists, one ragged point tile
-])  # fmt: skip
-def test_the_interpreter_gives_the_k_nearest(compile_cake, shape, dtype) -> None:
-    checked = compile_cake(HOPPER.read_text(), "hopper.cake")
+@pytest.mark.parametrize("path,shape,dtype", [
+    (HOPPER, {"B": 2, "M": 130, "N": 150, "D": 64, "K": 8}, "bf16"),  # two query tiles, ragged; 3 point tiles
+    (HOPPER, {"B": 1, "M": 20, "N": 40, "D": 128, "K": 32}, "f16"),  # the longest lists, one ragged point tile
+    (BOTH[1], {"B": 2, "M": 130, "N": 330, "D": 64, "K": 16}, "f16"),  # 6 point tiles over 4 splits
+    (BOTH[1], {"B": 1, "M": 9, "N": 70, "D": 128, "K": 1}, "bf16"),  # 2 point tiles: two splits have none
+], ids=lambda v: v.stem if isinstance(v, Path) else None)  # fmt: skip
+def test_the_interpreter_gives_the_k_nearest(compile_cake, path, shape, dtype) -> None:
+    checked = compile_cake(path.read_text(), path.name)
     inputs = P.make_inputs(shape, dtype, 5)
     result = run_program(checked, inputs, {**shape, "T": dtype})
     assert result.ok and not result.stopped, [str(f) for f in result.findings]
@@ -37,12 +44,13 @@ def test_the_interpreter_gives_the_k_nearest(compile_cake, shape, dtype) -> None
     assert report.passed, report.summary()
 
 
-@pytest.mark.parametrize("d,k", [(64, 1), (256, 32)])
-def test_compiles_for_h200_without_spills(d: int, k: int) -> None:
+@pytest.mark.parametrize("path,d,k", [(HOPPER, 64, 1), (HOPPER, 256, 32), (BOTH[1], 128, 4)],
+                         ids=lambda v: v.stem if isinstance(v, Path) else None)  # fmt: skip
+def test_compiles_for_h200_without_spills(path: Path, d: int, k: int) -> None:
     pytest.importorskip("cuda.bindings.nvrtc")
     reg = plugins.registry()
-    cand = pipeline.Candidate.load(HOPPER, reg.get("targets", "h200"))
+    cand = pipeline.Candidate.load(path, reg.get("targets", "h200"))
     shape = {"B": 1, "M": 1, "N": 16, "D": d, "K": k}
     kernels = cand.compile(cand.spec(program_values(cand.check(), P, shape, "bf16"))).kernels
-    assert len(kernels) == 2
+    assert len(kernels) == (3 if path != HOPPER else 2)
     assert all(r.spill_stores == 0 and r.spill_loads == 0 for r in kernels.values()), kernels
