@@ -139,7 +139,7 @@ def _torch_impl(name: str, inner: bool, q: Any, x: Any, k: int, out: Any):
     return call
 
 
-def _fresh(problem: Any, cell: Any, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _fresh(cell: Any, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Standard-normal q and x drawn on the GPU, rounded to the cell's type: (host storage arrays, device)."""
     import numpy as np
     import torch
@@ -175,51 +175,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     began = time.perf_counter()
     with GpuRunner() as oracle_runner:
-        for cell in args.cell_list:
-            for metric in args.metric_list:
-                if time.perf_counter() - began > args.budget_s:
-                    print(f"budget of {args.budget_s:g} s spent: {cell.label} {metric} and later cells skipped")
-                    break
-                problem = reg.get("problems", PROBLEMS[metric])
-                s = cell.shape
-                out = torch.empty((s["B"], s["M"], s["K"]), dtype=torch.int32, device="cuda")
-                host, dev = _fresh(problem, cell, 1000)
-                impls: dict[str, Any] = {i: _torch_impl(i, problem.inner, dev["q"], dev["x"], s["K"], out)
-                                         for i in args.impl_list}  # fmt: skip
-                for label, path in args.schedule_paths[metric]:
+        for cell, metric in [(c, m) for c in args.cell_list for m in args.metric_list]:
+            if time.perf_counter() - began > args.budget_s:
+                print(f"budget of {args.budget_s:g} s spent: {cell.label} {metric} and the cells after it skipped")
+                break
+            problem = reg.get("problems", PROBLEMS[metric])
+            s = cell.shape
+            out = torch.empty((s["B"], s["M"], s["K"]), dtype=torch.int32, device="cuda")
+            _, dev = _fresh(cell, 1000)  # the device tensors every implementation is bound to
+            impls: dict[str, Any] = {i: _torch_impl(i, problem.inner, dev["q"], dev["x"], s["K"], out)
+                                     for i in args.impl_list}  # fmt: skip
+            for label, path in args.schedule_paths[metric]:
+                try:
+                    impls[f"cake:{label}"] = CakeLauncher(path, target, problem, s, cell.dtype,
+                                                          {"q": dev["q"], "x": dev["x"], "out": out})  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - recorded: outside the domain, or not built
+                    status = "unsupported" if isinstance(exc, CakeUserError) else "error"
+                    error = f"{type(exc).__name__}: {exc}"
+                    records.append(make_record(problem, cell, f"cake:{label}", 0, [], None, gpu=gpu, commit=sha,
+                                               date=date, status=status, error=error))  # fmt: skip
+            for run in range(args.runs):
+                host, new = _fresh(cell, 2000 + run)
+                dev["q"].copy_(new["q"])
+                dev["x"].copy_(new["x"])
+                del new
+                oracle_runner.keep(host)
+                for impl, fn in impls.items():
+                    out.fill_(-7)  # poison
+                    torch.cuda.synchronize()
                     try:
-                        impls[f"cake:{label}"] = CakeLauncher(path, target, problem, s, cell.dtype,
-                                                              {"q": dev["q"], "x": dev["x"], "out": out})  # fmt: skip
-                    except CakeUserError as exc:  # outside the schedule's domain
-                        records.append(make_record(problem, cell, f"cake:{label}", 0, [], None, gpu=gpu, commit=sha,
-                                                   date=date, status="unsupported", error=str(exc)))  # fmt: skip
-                for run in range(args.runs):
-                    host, new = _fresh(problem, cell, 2000 + run)
-                    dev["q"].copy_(new["q"])
-                    dev["x"].copy_(new["x"])
-                    del new
-                    oracle_runner.keep(host)
-                    for impl, fn in impls.items():
-                        out.fill_(-7)  # poison
-                        torch.cuda.synchronize()
-                        try:
-                            samples, status, error = time_fn(fn, args.reps, args.warmup, flush), "ok", None
-                        except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
-                            samples, status, error = [], "error", f"{type(exc).__name__}: {exc}"
-                        torch.cuda.synchronize()
-                        report = problem.check(host, {"out": out.cpu().numpy()}, s, cell.dtype, runner=oracle_runner)
-                        rec = make_record(problem, cell, impl, run, samples, report, gpu=gpu, commit=sha, date=date,
-                                          status=status, error=error)  # fmt: skip
-                        if impl.startswith("cake:"):
-                            rec.update(fn.evidence())
-                        records.append(rec)
-                        ms = rec["median_ms"] or float("nan")
-                        print(f"run {run} {problem.name:6} {cell.label} {impl:18} {ms:9.3f} ms correct={report.passed}",
-                              flush=True)  # fmt: skip
-                        if args.out:  # after every record: a run cut short keeps what it measured
-                            write_records(Path(args.out), records)
-                del impls, dev, out
-                torch.cuda.empty_cache()
+                        samples, status, error = time_fn(fn, args.reps, args.warmup, flush), "ok", None
+                    except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+                        samples, status, error = [], "error", f"{type(exc).__name__}: {exc}"
+                    torch.cuda.synchronize()
+                    report = problem.check(host, {"out": out.cpu().numpy()}, s, cell.dtype, runner=oracle_runner)
+                    rec = make_record(problem, cell, impl, run, samples, report, gpu=gpu, commit=sha, date=date,
+                                      status=status, error=error)  # fmt: skip
+                    if impl.startswith("cake:"):
+                        rec.update(fn.evidence())
+                    records.append(rec)
+                    ms = rec["median_ms"] or float("nan")
+                    print(f"run {run} {problem.name:6} {cell.label} {impl:18} {ms:9.3f} ms correct={report.passed}",
+                          flush=True)  # fmt: skip
+                    if args.out:  # after every record: a run cut short keeps what it measured
+                        write_records(Path(args.out), records)
+            del impls, dev, out
+            torch.cuda.empty_cache()
     if args.out:
         write_records(Path(args.out), records)
     print("\n".join(["", *table(records)]))
