@@ -10,16 +10,17 @@ problem's full oracle (its float64 CUDA reference above the numpy limit).
 The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squared norms and
 ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
 scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
-``topk``. Cake schedules are named by their file under the problem's schedules/ or by path; a cell outside
-a schedule's domain (fused_topk and hopper take K <= 32, hopper_split K <= 16) is recorded as ``unsupported``.
+``topk``. Cake schedules are named by their file under the problem's schedules/ or by path; a cell
+outside a schedule's domain (fused_topk, hopper and ip/hopper take K <= 32, hopper_split K <= 16) is
+recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. ``--budget-s`` bounds the
 wall time: no new cell starts after it (the torch baseline alone takes about 85 ms a call at the headline
 cell). Records are written after each one.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
-       [--schedules fused_topk,hopper,hopper_split] [--runs 2] [--reps 5] [--warmup 1] [--budget-s 120]
-       [--out FILE.json]
+       [--schedules fused_topk,hopper,hopper_split] [--ip-schedules ip/hopper] [--runs 2] [--reps 5]
+       [--warmup 1] [--budget-s 120] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--impls", default=",".join(TORCH_IMPLS), help="torch baselines: torch, torch-fp32 (or none)")
     ap.add_argument("--schedules", default="fused_topk,hopper,hopper_split",
                     help="Cake schedules of knn (L2): names or paths")
-    ap.add_argument("--ip-schedules", default="", help="Cake schedules of knn-ip: paths")
+    ap.add_argument("--ip-schedules", default="ip/hopper", help="Cake schedules of knn-ip: names or paths")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)

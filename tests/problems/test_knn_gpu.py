@@ -132,14 +132,16 @@ HOPPER_CELLS = [
     ("hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
     ("hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),  # 5 point tiles over 4 splits
     ("hopper_split", {"B": 3, "M": 300, "N": 65, "D": 128, "K": 1}, "f16"),  # two splits with no tile
+    ("ip/hopper", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),
+    ("ip/hopper", {"B": 1, "M": 200, "N": 517, "D": 256, "K": 32}, "f16"),
 ]
 
 
 @pytest.mark.parametrize("schedule,shape,dtype", HOPPER_CELLS,
                          ids=[f"{n}-{'-'.join(map(str, s.values()))}-{d}" for n, s, d in HOPPER_CELLS])  # fmt: skip
 def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, shape, dtype, record) -> None:
-    """schedules/hopper.cake and hopper_split.cake through stage 3 (two checked runs, timing, the oracle
-    after): their wgmma accumulators reach the top-k fold through shared memory."""
+    """schedules/hopper.cake, hopper_split.cake and ip/hopper.cake (knn-ip) through stage 3 (two checked
+    runs, timing, the oracle after): their wgmma accumulators reach the top-k fold through shared memory."""
     from pathlib import Path
 
     from cake_core import pipeline, plugins
@@ -152,7 +154,8 @@ def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, sh
         pytest.skip(f"{schedule}.cake is compiled for h200; this GPU is {info.name}")
     cand = pipeline.Candidate.load(Path(knn.__file__).parent / "schedules" / f"{schedule}.cake",
                                    plugins.registry().get("targets", "h200"))  # fmt: skip
-    m = bench_candidate(cand, KNN, shape, dtype, gpu_runner, impl=f"cake:{schedule}", commit="test",
+    problem = KNN_IP if schedule.startswith("ip/") else KNN
+    m = bench_candidate(cand, problem, shape, dtype, gpu_runner, impl=f"cake:{schedule}", commit="test",
                         timing=Timing(warmup=1, reps=3), timeout_s=120)  # fmt: skip
     record("knn_hopper", m)
     assert (m.status, m.correct) == ("ok", True), (m.status, m.error, m.oracle)
