@@ -69,7 +69,7 @@ def test_a_large_cell_against_numpy(gpu_runner: Any) -> None:
     out = problem.reference(inputs, shape, dtype)["out"]
     assert problem.oracle_method(shape, gpu_runner) == METHOD_CUDA
     right = problem.check(inputs, {"out": out}, shape, dtype, runner=gpu_runner)
-    assert right.method == METHOD_CUDA and right.passed and right.worst_excess < 1e-9, right.summary()
+    assert right.method == METHOD_CUDA and right.passed and right.worst_excess < 1e-6, right.summary()
     planted = _plant(out, shape["N"], np.random.default_rng(2))
     wrong = problem.check(inputs, {"out": out}, shape, dtype, runner=gpu_runner)
     assert not wrong.passed and wrong.violations == len(planted)
