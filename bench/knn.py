@@ -11,7 +11,7 @@ The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squa
 ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
 scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
 ``topk``. Cake schedules are named by their file under the problem's schedules/ or by path; a cell
-outside a schedule's domain (fused_topk, hopper and ip/hopper take K <= 32, hopper_split K <= 16) is
+outside a schedule's domain (fused_topk and both hopper take K <= 32, hopper_split K <= 16) is
 recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. ``--budget-s`` bounds the
@@ -19,7 +19,7 @@ wall time: no new cell starts after it (the torch baseline alone takes about 85 
 cell). Records are written after each one.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
-       [--schedules fused_topk,hopper,hopper_split] [--ip-schedules ip/hopper] [--runs 2] [--reps 5]
+       [--schedules fused_topk,hopper,hopper_split] [--ip-schedules hopper] [--runs 2] [--reps 5]
        [--warmup 1] [--budget-s 120] [--out FILE.json]
 """
 
@@ -35,7 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SCHEDULES = ROOT / "cake_core" / "problems" / "knn" / "schedules"
+#: each metric's committed schedules (knn-ip's in a package of its own)
+SCHEDULES = {"l2": ROOT / "cake_core" / "problems" / "knn" / "schedules",
+             "ip": ROOT / "cake_core" / "problems" / "knn" / "ip" / "schedules"}  # fmt: skip
 PROBLEMS = {"l2": "knn", "ip": "knn-ip"}
 TORCH_IMPLS = ("torch", "torch-fp32")
 
@@ -54,7 +56,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--impls", default=",".join(TORCH_IMPLS), help="torch baselines: torch, torch-fp32 (or none)")
     ap.add_argument("--schedules", default="fused_topk,hopper,hopper_split",
                     help="Cake schedules of knn (L2): names or paths")
-    ap.add_argument("--ip-schedules", default="ip/hopper", help="Cake schedules of knn-ip: names or paths")
+    ap.add_argument("--ip-schedules", default="hopper", help="Cake schedules of knn-ip: names or paths")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
@@ -76,17 +78,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ap.error(f"--impls takes {', '.join(TORCH_IMPLS)} or none, not `{args.impls}`")
     if min(args.runs, args.reps) < 1 or args.warmup < 0 or args.budget_s <= 0:
         ap.error("--runs and --reps must be at least 1, --warmup at least 0, --budget-s positive")
-    args.schedule_paths = {"l2": [_schedule(s) for s in _csv(args.schedules)],
-                           "ip": [_schedule(s) for s in _csv(args.ip_schedules)]}  # fmt: skip
+    args.schedule_paths = {"l2": [_schedule("l2", s) for s in _csv(args.schedules)],
+                           "ip": [_schedule("ip", s) for s in _csv(args.ip_schedules)]}  # fmt: skip
     missing = [str(p) for ps in args.schedule_paths.values() for _, p in ps if not p.exists()]
     if missing:
         ap.error(f"no schedule file {missing[0]}")
     return args
 
 
-def _schedule(name: str) -> tuple[str, Path]:
-    """``(label, path)``: a committed schedule by its name under schedules/, or a path."""
-    path = SCHEDULES / f"{name}.cake"
+def _schedule(metric: str, name: str) -> tuple[str, Path]:
+    """``(label, path)``: a committed schedule of the metric's problem by its name, or a path."""
+    path = SCHEDULES[metric] / f"{name}.cake"
     return (name, path) if path.exists() else (Path(name).stem, Path(name))
 
 

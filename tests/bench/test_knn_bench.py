@@ -25,7 +25,7 @@ def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> 
     assert args.cell_list == list(BENCH_CELLS) and args.metric_list == ["l2", "ip"]
     assert args.impl_list == ["torch", "torch-fp32"]
     assert [label for label, _ in args.schedule_paths["l2"]] == ["fused_topk", "hopper", "hopper_split"]
-    assert [label for label, _ in args.schedule_paths["ip"]] == ["ip/hopper"]
+    assert [label for label, _ in args.schedule_paths["ip"]] == ["hopper"]
     assert all(path.exists() for paths in args.schedule_paths.values() for _, path in paths)
     picked = _tool().parse_args(["--cells", "0,3", "--metrics", "ip", "--impls", "none", "--schedules", ""])
     assert picked.cell_list == [BENCH_CELLS[0], BENCH_CELLS[3]] and picked.impl_list == []

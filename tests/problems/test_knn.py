@@ -227,3 +227,10 @@ def test_the_gate_samples_only_ks_the_schedule_takes(compile_cake, schedule_text
 
     runs = sample(P, compile_cake(schedule_text("fused_topk"), "fused_topk.cake"))
     assert runs and all(dict(r.shape)["K"] in (1, 2, 4, 8, 10, 16, 32) for r in runs)
+
+
+def test_cake_run_seeds_each_metric_from_its_own_schedules():
+    from cake_core.loop.run import seed_schedules
+
+    assert [p.name for p in seed_schedules(P)] == ["fused_topk.cake", "hopper.cake", "hopper_split.cake", "naive.cake"]
+    assert [p.relative_to(p.parents[2]).as_posix() for p in seed_schedules(KNN_IP)] == ["ip/schedules/hopper.cake"]

@@ -132,7 +132,7 @@ HOPPER_CELLS = [
     ("hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
     ("hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),  # 5 point tiles over 4 splits
     ("hopper_split", {"B": 3, "M": 300, "N": 65, "D": 128, "K": 1}, "f16"),  # two splits with no tile
-    ("ip/hopper", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),
+    ("ip/hopper", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),  # knn-ip's, under ip/schedules/
     ("ip/hopper", {"B": 1, "M": 200, "N": 517, "D": 256, "K": 32}, "f16"),
 ]
 
@@ -140,7 +140,7 @@ HOPPER_CELLS = [
 @pytest.mark.parametrize("schedule,shape,dtype", HOPPER_CELLS,
                          ids=[f"{n}-{'-'.join(map(str, s.values()))}-{d}" for n, s, d in HOPPER_CELLS])  # fmt: skip
 def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, shape, dtype, record) -> None:
-    """schedules/hopper.cake, hopper_split.cake and ip/hopper.cake (knn-ip) through stage 3 (two checked
+    """schedules/hopper.cake, hopper_split.cake and ip/schedules/hopper.cake (knn-ip) through stage 3 (two checked
     runs, timing, the oracle after): their wgmma accumulators reach the top-k fold through shared memory."""
     from pathlib import Path
 
@@ -152,9 +152,10 @@ def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, sh
     info = gpu_runner.device_info()
     if "H200" not in info.name and "H100" not in info.name:
         pytest.skip(f"{schedule}.cake is compiled for h200; this GPU is {info.name}")
-    cand = pipeline.Candidate.load(Path(knn.__file__).parent / "schedules" / f"{schedule}.cake",
-                                   plugins.registry().get("targets", "h200"))  # fmt: skip
-    problem = KNN_IP if schedule.startswith("ip/") else KNN
+    folder, _, name = schedule.rpartition("/")  # "ip/hopper": knn-ip's hopper.cake
+    path = Path(knn.__file__).parent / folder / "schedules" / f"{name}.cake"
+    cand = pipeline.Candidate.load(path, plugins.registry().get("targets", "h200"))
+    problem = KNN_IP if folder == "ip" else KNN
     m = bench_candidate(cand, problem, shape, dtype, gpu_runner, impl=f"cake:{schedule}", commit="test",
                         timing=Timing(warmup=1, reps=3), timeout_s=120)  # fmt: skip
     record("knn_hopper", m)

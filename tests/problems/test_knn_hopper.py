@@ -1,6 +1,6 @@
 """knn's Hopper schedules (``schedules/hopper.cake``: TMA, wgmma, scores through shared memory to register
 lists; ``hopper_split.cake``: the same split over the points, merged by a launch of its own) and knn-ip's
-(``schedules/ip/hopper.cake``: the same scoring -q.x): verified clean for h200, run in the interpreter to
+(``ip/schedules/hopper.cake``: the same scoring -q.x): verified clean for h200, run in the interpreter to
 the oracle's approval on ragged shapes, and compiled by NVRTC for h200 without spills (their `store` of a
 wgmma accumulator to shared memory lowers)."""
 
@@ -23,7 +23,7 @@ HOPPER = SCHEDULES / "hopper.cake"
 #: hopper.cake, and its split over the points (K <= 16) with a merge launch
 BOTH = [HOPPER, SCHEDULES / "hopper_split.cake"]
 #: knn-ip's: hopper.cake scoring -q.x
-HOPPER_IP = SCHEDULES / "ip" / "hopper.cake"
+HOPPER_IP = SCHEDULES.parent / "ip" / "schedules" / "hopper.cake"
 
 
 @pytest.mark.parametrize("path", [*BOTH, HOPPER_IP], ids=["hopper", "hopper_split", "ip-hopper"])

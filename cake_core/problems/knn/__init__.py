@@ -5,8 +5,7 @@ A built-in plugin: the plugin manager registers this module like any external on
 ``fused_topk.cake`` streams tiles of points through shared memory (cp.async), scores them with mma.sync and
 keeps a fused top-k in registers; ``hopper.cake`` does the same with TMA and wgmma; ``naive.cake`` scores
 one point at a time; ``hopper_split.cake`` splits hopper.cake's points over 4 CTAs and merges. knn-ip's
-``schedules/ip/hopper.cake`` is hopper.cake scoring -q.x (a subfolder: ``cake run`` seeds both problems
-from ``schedules/*.cake``).
+(``ip/schedules/hopper.cake``) is hopper.cake scoring -q.x.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
 from cake_core.problems.knn.cells import BENCH_CELLS, CHECK_CELLS, DEFAULT_CELL
-from cake_core.problems.knn.problem import KNN, KNN_IP, Knn
+from cake_core.problems.knn.ip import KNN_IP
+from cake_core.problems.knn.problem import KNN, Knn
 from cake_core.problems.problem import Problem
 
 __all__ = ["BENCH_CELLS", "CHECK_CELLS", "DEFAULT_CELL", "KNN", "KNN_IP", "Knn", "cake_register_problems"]

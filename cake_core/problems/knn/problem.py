@@ -194,6 +194,5 @@ class Knn:
             raise CakeUserError(f"inputs of `{self.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
 
 
-#: the instances the plugin registers: nearest by squared Euclidean distance, best by inner product
+#: the instance the plugin registers for ``knn`` (``knn-ip``'s is in :mod:`cake_core.problems.knn.ip`)
 KNN = Knn()
-KNN_IP = Knn(metric="ip")

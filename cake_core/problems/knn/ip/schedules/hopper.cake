@@ -3,8 +3,7 @@
 # streams each CTA's queries and every tile of points through TMA; each consumer warpgroup scores its
 # queries against a tile with one wgmma, stores the products to shared memory and folds them, negated,
 # into sorted per-query lists in registers. topk.update takes a bias operand: here a zero row written by
-# `zero_bias` (4 bytes a point, read once per tile). Kept in schedules/ip/ so that `cake run knn` does not
-# seed from it (seeds are schedules/*.cake beside the problem's module, the same for both metrics).
+# `zero_bias` (4 bytes a point, read once per tile).
 program knn(q: global T[B, M, D], x: global T[B, N, D], out: global i32[B, M, K])
   domain T in {bf16, f16}, B >= 1, M >= 1, N >= 1, D in {64, 128, 256}, K in {1, 2, 4, 8, 10, 16, 32}
   buffer zb: global f32[B, N]
