@@ -16,7 +16,8 @@ recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. ``--budget-s`` bounds the
 wall time: no new cell starts after it (the torch baseline alone takes about 85 ms a call at the headline
-cell). Records are written after each one.
+cell). Records are written after each one. bench/benchlib.py gives the launcher (called by keyword: its
+argument order differs between branches), the timing loop and the record writer.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
        [--schedules fused_topk,hopper,hopper_split] [--ip-schedules hopper] [--runs 2] [--reps 5]
@@ -147,11 +148,10 @@ def _fresh(cell: Any, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     import numpy as np
     import torch
 
-    from benchlib import torch_dtype
-
     s = cell.shape
     g = torch.Generator(device="cuda").manual_seed(seed)
-    dev = {name: torch.randn((s["B"], s[rows], s["D"]), generator=g, device="cuda").to(torch_dtype(cell.dtype))
+    tdtype = {"bf16": torch.bfloat16, "f16": torch.float16}[cell.dtype]
+    dev = {name: torch.randn((s["B"], s[rows], s["D"]), generator=g, device="cuda").to(tdtype)
            for name, rows in (("q", "M"), ("x", "N"))}  # fmt: skip
     host = {}
     for name, t in dev.items():
@@ -190,8 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      for i in args.impl_list}  # fmt: skip
             for label, path in args.schedule_paths[metric]:
                 try:
-                    impls[f"cake:{label}"] = CakeLauncher(path, target, problem, s, cell.dtype,
-                                                          {"q": dev["q"], "x": dev["x"], "out": out})  # fmt: skip
+                    bound = {"q": dev["q"], "x": dev["x"], "out": out}
+                    impls[f"cake:{label}"] = CakeLauncher(path=path, target=target, problem=problem, shape=s,
+                                                          dtype=cell.dtype, tensors=bound)  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - recorded: outside the domain, or not built
                     status = "unsupported" if isinstance(exc, CakeUserError) else "error"
                     error = f"{type(exc).__name__}: {exc}"
@@ -214,8 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report = problem.check(host, {"out": out.cpu().numpy()}, s, cell.dtype, runner=oracle_runner)
                     rec = make_record(problem, cell, impl, run, samples, report, gpu=gpu, commit=sha, date=date,
                                       status=status, error=error)  # fmt: skip
-                    if impl.startswith("cake:"):
-                        rec.update(fn.evidence())
+                    if impl.startswith("cake:"):  # what ptxas made of each kernel
+                        rec["resources"] = {k: {"registers": r.registers, "spill_stores": r.spill_stores,
+                                                "spill_loads": r.spill_loads} for k, r in fn.compiled.kernels.items()}
                     records.append(rec)
                     ms = rec["median_ms"] or float("nan")
                     print(f"run {run} {problem.name:6} {cell.label} {impl:18} {ms:9.3f} ms correct={report.passed}",
