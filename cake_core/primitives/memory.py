@@ -66,6 +66,19 @@ class Store(Primitive):
                 row = f"{blk * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}"
                 put([f"({ctx.lane} & 3) == 0"], unravel(row, sizes), str(slot))
             return
+        if reg.layout.name == "wgmma_acc":
+            if len(sizes) != 2:
+                raise NotLowerable("a `wgmma_acc` tile is stored into a [rows, columns] tile")
+            # m64nN: each warp of the warpgroup holds rows g and g+8 of its 16, two columns per 8-column group
+            m_blocks, n_groups = reg.layout.shape[0] // 64, reg.layout.shape[1] // 8
+            for mi in range(m_blocks):
+                for ni in range(n_groups):
+                    for h in range(2):
+                        for e in range(2):
+                            row = f"{mi * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}"
+                            col = f"{ni * 8} + (({ctx.lane} & 3) << 1) + {e}"
+                            put([], [row, col], str((mi * n_groups + ni) * 4 + 2 * h + e))
+            return
         if reg.layout.name == "mma_acc":
             if len(sizes) != 2:
                 raise NotLowerable("an `mma_acc` tile is stored into a [rows, columns] tile")

@@ -131,7 +131,13 @@ def sample(problem: Problem, checked: CheckedModule) -> tuple[GateRun, ...]:
     """The runs of the gate for ``checked``, a schedule of ``problem`` (see the module docstring)."""
     choices = [(s.name, sorted(s.choices)) for s in problem.sizes if s.choices]
     combos = [dict(zip([c for c, _ in choices], vals, strict=True)) for vals in product(*[v for _, v in choices])]
-    tilings = [(combo, tiling(checked, combo)) for combo in combos]
+    # a combination some kernel has no specialization for (a problem's K the schedule does not take) is no sample
+    kernels: dict[str, list[Mapping]] = {}
+    for model in checked.models.values():
+        kernels.setdefault(model.kernel.name, []).append(model.env)
+    inside = [c for c in combos
+              if all(any(all(env.get(k, v) == v for k, v in c.items()) for env in envs) for envs in kernels.values())]
+    tilings = [(combo, tiling(checked, combo)) for combo in inside or combos]
     least = tilings[0]
     shallow = min(tilings, key=lambda t: t[1].depth)  # the first of the shallowest rings: fewest tiles to wrap
 

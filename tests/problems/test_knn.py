@@ -1,4 +1,4 @@
-"""The knn problem (declarations, inputs, fp64 reference and oracle) and its fused top-k schedule:
+"""The knn and knn-ip problems (declarations, inputs, fp64 reference and oracle) and knn's fused top-k schedule:
 type-checked, verified for h200, run in the interpreter to the oracle's approval; planted bugs caught."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 from cake_core import plugins
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import decode, encode
-from cake_core.problems.knn import CHECK_CELLS, DEFAULT_CELL, KNN as P
+from cake_core.problems.knn import BENCH_CELLS, CHECK_CELLS, DEFAULT_CELL, KNN_IP
+from cake_core.problems.knn import KNN as P
 from cake_core.problems.problem import Problem, validate_cell
 from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
@@ -23,13 +24,21 @@ def _dist(inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
     return ((q[:, :, None, :] - x[:, None, :, :]) ** 2).sum(-1)
 
 
-# -- the problem -------------------------------------------------------------------------------------
+def _dot(inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
+    """Float64 inner products [B, M, N]."""
+    q, x = decode(inputs["q"], dtype, np.float64), decode(inputs["x"], dtype, np.float64)
+    return np.einsum("bmd,bnd->bmn", q, x)
 
 
-def test_registered_as_a_builtin_problem():
+# -- the problems ------------------------------------------------------------------------------------
+
+
+def test_registered_as_builtin_problems():
     reg = plugins.registry()
-    assert reg.get("problems", "knn") is P and isinstance(P, Problem)
-    assert reg.registration("problems", "knn").plugin.builtin
+    assert reg.get("problems", "knn") is P and reg.get("problems", "knn-ip") is KNN_IP
+    for name in ("knn", "knn-ip"):
+        assert isinstance(reg.get("problems", name), Problem) and reg.registration("problems", name).plugin.builtin
+    assert "Euclidean" in P.summary and "inner product" in KNN_IP.summary
 
 
 def test_declarations_and_cells():
@@ -38,24 +47,38 @@ def test_declarations_and_cells():
         "x: [B, N, D] in {bf16, f16} (input)",
         "out: [B, M, K] in i32 (output)",
     ]
-    assert [s.describe() for s in P.sizes][-1] == "K in {1, 2, 4, 8, 10, 16, 32}"
-    assert P.default_cell == DEFAULT_CELL == CHECK_CELLS[0]
-    for cell in CHECK_CELLS:
+    assert [s.describe() for s in P.sizes][-1] == "K in {1, 2, 4, 8, 10, 16, 32, 64, 100, 128}"
+    assert P.default_cell == DEFAULT_CELL == CHECK_CELLS[0] and KNN_IP.cells == P.cells
+    for cell in CHECK_CELLS + BENCH_CELLS:
         validate_cell(P, cell.shape, cell.dtype)
+    assert {c.shape["K"] for c in BENCH_CELLS} == {1, 10, 100} and {c.shape["D"] for c in BENCH_CELLS} == {64, 128, 256}
     assert P.flops(SMALL) == 2 * 2 * 30 * 50 * 64
-    with pytest.raises(CakeUserError, match="K <= N"):
-        P.make_inputs({**SMALL, "N": 3}, "bf16", 0)
+    with pytest.raises(CakeUserError, match="`knn-ip` needs K <= N"):
+        KNN_IP.make_inputs({**SMALL, "N": 3}, "bf16", 0)
+    with pytest.raises(ValueError):
+        type(P)(metric="cosine")
 
 
+@pytest.mark.parametrize("problem", [P, KNN_IP], ids=["l2", "ip"])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-def test_reference_is_the_float64_k_nearest_nearest_first(dtype):
-    inputs = P.make_inputs(SMALL, dtype, seed=1)
-    assert all(np.array_equal(inputs[k], P.make_inputs(SMALL, dtype, seed=1)[k]) for k in inputs)
-    out = P.reference(inputs, SMALL, dtype)["out"]
+def test_reference_is_the_float64_k_best_best_first(problem, dtype):
+    inputs = problem.make_inputs(SMALL, dtype, seed=1)
+    assert all(np.array_equal(inputs[k], problem.make_inputs(SMALL, dtype, seed=1)[k]) for k in inputs)
+    assert all(np.count_nonzero(v) > 0.9 * v.size for v in inputs.values())
+    out = problem.reference(inputs, SMALL, dtype)["out"]
     assert out.dtype == np.int32 and out.shape == (2, 30, 4)
-    assert np.array_equal(out, np.argsort(_dist(inputs, dtype), axis=-1, kind="stable")[..., :4])
-    report = P.check(inputs, {"out": out}, SMALL, dtype)
-    assert report.passed and report.worst_excess == 0.0 and report.checked == 2 * 30 * 4
+    score = -_dot(inputs, dtype) if problem is KNN_IP else _dist(inputs, dtype)
+    assert np.array_equal(out, np.argsort(score, axis=-1, kind="stable")[..., :4])
+    report = problem.check(inputs, {"out": out}, SMALL, dtype)
+    assert report.passed and report.worst_excess < 1e-9 and report.checked == 2 * 30 * 4
+
+
+def test_the_metrics_choose_differently():
+    inputs = P.make_inputs(SMALL, "f16", seed=6)
+    l2, ip = P.reference(inputs, SMALL, "f16")["out"], KNN_IP.reference(inputs, SMALL, "f16")["out"]
+    assert (l2 != ip).mean() > 0.2
+    assert not KNN_IP.check(inputs, {"out": l2}, SMALL, "f16").passed
+    assert not P.check(inputs, {"out": ip}, SMALL, "f16").passed
 
 
 def test_reference_breaks_ties_to_the_smaller_index():
@@ -65,36 +88,47 @@ def test_reference_breaks_ties_to_the_smaller_index():
     out = P.reference(inputs, SMALL, "bf16")["out"]
     assert out[0, 0].tolist() == [7, 10, 11, 12]
     swapped = out.copy()
-    swapped[0, 0] = [7, 12, 11, 10]  # equal distances: any order of the tied points passes
+    swapped[0, 0] = [12, 19, 7, 15]  # equal distances: any of the tied points, in any order, passes
     assert P.check(inputs, {"out": swapped}, SMALL, "bf16").passed
 
 
-def test_oracle_catches_range_repeats_order_and_far_points():
-    inputs = P.make_inputs(SMALL, "f16", seed=3)
-    ref = P.reference(inputs, SMALL, "f16")["out"]
-    dist = _dist(inputs, "f16")
+@pytest.mark.parametrize("problem", [P, KNN_IP], ids=["l2", "ip"])
+def test_oracle_catches_range_repeats_order_and_far_points(problem):
+    inputs = problem.make_inputs(SMALL, "f16", seed=3)
+    ref = problem.reference(inputs, SMALL, "f16")["out"]
+    score = -_dot(inputs, "f16") if problem is KNN_IP else _dist(inputs, "f16")
     cases = {
         "outside": ((1, 5, 2), 50, "outside [0, 50)"),
+        "negative": ((1, 6, 0), -1, "outside [0, 50)"),
         "repeat": ((0, 3, 3), int(ref[0, 3, 1]), "already returned at rank 1"),
-        "far": ((1, 29, 0), int(dist[1, 29].argmax()), "exceeds the 0-th smallest distance"),
+        "far": ((1, 29, 0), int(score[1, 29].argmax()), "points score below it by more than the tolerance"),
+        "fifth": ((0, 7, 3), int(np.argsort(score[0, 7], kind="stable")[4]), "4 points score below it by more than"),
     }
     for pos, value, words in cases.values():
         bad = ref.copy()
         bad[pos] = value
-        r = P.check(inputs, {"out": bad}, SMALL, "f16")
-        assert not r.passed and r.violations >= 1 and r.first[0].position == pos and words in r.first[0].detail
-    backwards = ref[..., ::-1].copy()  # the right set, farthest first
-    r = P.check(inputs, {"out": backwards}, SMALL, "f16")
+        r = problem.check(inputs, {"out": bad}, SMALL, "f16")
+        assert not r.passed and r.violations == 1 and r.first[0].position == pos and words in r.first[0].detail
+        assert r.worst_excess > 1
+    slightly = ref.copy()
+    slightly[0, 7, 3] = int(np.argsort(score[0, 7], kind="stable")[4])
+    r = type(problem)(metric=problem.metric, rtol=1.0).check(inputs, {"out": slightly}, SMALL, "f16")
+    assert r.passed  # within a (huge) tolerance, the fifth best may stand for the fourth
+    backwards = ref[..., ::-1].copy()  # the right set, worst first
+    r = problem.check(inputs, {"out": backwards}, SMALL, "f16")
     assert not r.passed and r.violations >= 2 * 30
-    assert not P.check(inputs, {"out": ref[..., :3]}, SMALL, "f16").passed  # malformed
+    assert not problem.check(inputs, {"out": ref[..., :3]}, SMALL, "f16").passed  # malformed
 
 
-def test_cells_too_big_for_numpy_are_user_errors():
+def test_cells_too_big_for_the_host_need_a_runner():
     inputs = P.make_inputs(SMALL, "bf16", seed=4)
-    with pytest.raises(CakeUserError, match="no GPU reference"):
-        type(P)(numpy_limit=1000).check(inputs, P.reference(inputs, SMALL, "bf16"), SMALL, "bf16")
+    small = type(P)(host_limit=1000)
+    with pytest.raises(CakeUserError, match="give it a GPU runner"):
+        small.check(inputs, P.reference(inputs, SMALL, "bf16"), SMALL, "bf16")
     with pytest.raises(CakeUserError, match="B\\*M\\*N\\*D"):
         P.check(inputs, {}, DEFAULT_CELL.shape, "bf16")  # checks the cell before reading anything
+    with pytest.raises(CakeUserError, match="unknown oracle method"):
+        P.check(inputs, {}, SMALL, "bf16", method="guess")
 
 
 # -- the fused top-k schedule ------------------------------------------------------------------------
@@ -185,3 +219,18 @@ def test_planted_missing_barrier_before_the_epilogue_is_a_race(compile_cake, sch
     checked = compile_cake(text, "bug.cake")
     _, result = _run(checked, *SHAPES[0])
     assert "CS003" in result.codes
+
+
+def test_the_gate_samples_only_ks_the_schedule_takes(compile_cake, schedule_text):
+    """knn's K reaches 128; fused_topk takes K <= 32: the interpreter gate's runs stay inside the schedule."""
+    from cake_core.verify.interp_gate import sample
+
+    runs = sample(P, compile_cake(schedule_text("fused_topk"), "fused_topk.cake"))
+    assert runs and all(dict(r.shape)["K"] in (1, 2, 4, 8, 10, 16, 32) for r in runs)
+
+
+def test_cake_run_seeds_each_metric_from_its_own_schedules():
+    from cake_core.loop.run import seed_schedules
+
+    assert [p.name for p in seed_schedules(P)] == ["fused_topk.cake", "hopper.cake", "hopper_split.cake", "naive.cake"]
+    assert [p.relative_to(p.parents[2]).as_posix() for p in seed_schedules(KNN_IP)] == ["ip/schedules/hopper.cake"]

@@ -1,8 +1,11 @@
-"""The built-in problem ``knn``: the k nearest points of every query, by squared Euclidean distance.
+"""The built-in problems ``knn`` and ``knn-ip``: the k best points of every query, by squared Euclidean
+distance or by inner product (one problem class, two metrics).
 
-A built-in plugin: the plugin manager registers this module like any external one. Its schedule
-(``schedules/fused_topk.cake``) streams tiles of points through shared memory, scores them on tensor
-cores and keeps a fused top-k in registers; it and ``schedules/naive.cake`` run on the GPU.
+A built-in plugin: the plugin manager registers this module like any external one. knn's schedules:
+``fused_topk.cake`` streams tiles of points through shared memory (cp.async), scores them with mma.sync and
+keeps a fused top-k in registers; ``hopper.cake`` does the same with TMA and wgmma; ``naive.cake`` scores
+one point at a time; ``hopper_split.cake`` splits hopper.cake's points over 4 CTAs and merges. knn-ip's
+(``ip/schedules/hopper.cake``) is hopper.cake scoring -q.x.
 """
 
 from __future__ import annotations
@@ -10,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cake_core.hookspecs import hookimpl
-from cake_core.problems.knn.cells import CHECK_CELLS, DEFAULT_CELL
+from cake_core.problems.knn.cells import BENCH_CELLS, CHECK_CELLS, DEFAULT_CELL
+from cake_core.problems.knn.ip import KNN_IP
 from cake_core.problems.knn.problem import KNN, Knn
 from cake_core.problems.problem import Problem
 
-__all__ = ["CHECK_CELLS", "DEFAULT_CELL", "KNN", "Knn", "cake_register_problems"]
+__all__ = ["BENCH_CELLS", "CHECK_CELLS", "DEFAULT_CELL", "KNN", "KNN_IP", "Knn", "cake_register_problems"]
 
 
 @hookimpl
 def cake_register_problems(register: Callable[[Problem], None]) -> None:
-    """Register ``knn``."""
+    """Register ``knn`` and ``knn-ip``."""
     register(KNN)
+    register(KNN_IP)

@@ -21,3 +21,15 @@ CHECK_CELLS: tuple[Cell, ...] = (
     _cell(2, 2048, 131072, 256, 16, note="D=256"),
     _cell(1, 4096, 1 << 20, 128, 10, "f16", note="the default cell in f16"),
 )
+
+#: the benchmark's cells (bench/knn.py), f16 as the issue's baseline figure: the headline shape with k in
+#: {1, 10, 100}, then ragged sizes, a small database, D=64 and D=256
+BENCH_CELLS: tuple[Cell, ...] = (
+    _cell(1, 4096, 1 << 20, 128, 10, "f16", note="headline; torch q @ x.T + topk about 85 ms on an H200"),
+    _cell(1, 4096, 1 << 20, 128, 1, "f16", note="headline shape, nearest neighbour only"),
+    _cell(1, 4096, 1 << 20, 128, 100, "f16", note="headline shape, k = 100"),
+    _cell(1, 3001, 999983, 128, 10, "f16", note="ragged: M and N prime"),
+    _cell(1, 4096, 65536, 128, 10, "f16", note="small database"),
+    _cell(1, 4096, 1 << 20, 64, 10, "f16", note="D=64"),
+    _cell(1, 4096, 1 << 20, 256, 10, "f16", note="D=256"),
+)
