@@ -3,8 +3,8 @@ one centroid tile copied and waited for in every iteration) and knn (the same wi
 still orders with a CTA barrier). Each input and output passes the verifier for h200, the interpreter gate and
 one more ragged run (several tiles, so the ring wraps; threads interleaved at random) against the problem's
 oracle; the kmeans output compiles with NVRTC for a100 and h200 without spills; ring-depth deepens the new
-ring; the precondition refuses a loop without a copy, a buffer already a ring, a role of several instances
-and a wait that leaves groups pending."""
+ring, and the tma and warp-specialize tactics take it; the precondition refuses a loop without a copy, a
+buffer already a ring, a role of several instances and a wait that leaves groups pending."""
 
 from __future__ import annotations
 
@@ -141,6 +141,14 @@ def test_ring_depth_deepens_the_new_ring() -> None:
     deeper = ring.apply(out, _target(), offered["ring-depth@assign.cs(stages=3)"])
     assert "const S_cs = 3" in print_module(deeper)
     _passes("kmeans-assign", deeper)
+
+
+def test_the_ring_is_the_form_tma_and_warp_specialize_follow() -> None:
+    """The output's prologue and prefetch are the ring filled ahead that the TMA tactics read back."""
+    _, out = _pipelined("kmeans-assign")
+    for name in ("tma", "warp-specialize"):
+        offered = plugins.registry().get("tactics", name).applications(out, _target())
+        assert [a.key for a in offered] == [f"{name}@assign()"]
 
 
 @pytest.mark.parametrize("target", ["h200", "a100"])
