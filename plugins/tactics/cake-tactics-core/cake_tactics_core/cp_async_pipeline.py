@@ -138,6 +138,8 @@ def _loop_site(kernel: n.Kernel, role: n.Role, loop: n.For) -> _Site:
     copies = body[:k]
     inner = _bound(body)
     for c in copies:
+        if len(c.outs) != 1 or len(c.ins) != 1:
+            raise Refused("a cp.async does not copy one tile")
         dst, (src,) = _dst(c), c.ins
         if dst.name not in smem or not isinstance(src, n.Ref) or src.name not in params:
             raise Refused("a cp.async does not copy a global tile into a shared buffer")

@@ -133,6 +133,19 @@ def test_the_kmeans_tile_becomes_a_ring_copied_ahead() -> None:
     ]
 
 
+def test_a_loop_that_does_not_start_at_zero_counts_its_stages_from_its_start() -> None:
+    """``for kt in 1 .. NT + 1``: stage ``(kt - 1) % S_cs``, the prologue's tiles from the loop's start."""
+    text = print_module(_w1("kmeans-assign")).replace("for kt in 0 .. cdiv(K, BN):", "for kt in 1 .. cdiv(K, BN) + 1:")
+    module = parse(text.replace("kt * BN", "(kt - 1) * BN"), "shifted.cake")
+    _passes("kmeans-assign", module)
+    (app,) = _tactic().applications(module, _target())
+    out = _tactic().apply(module, _target(), app)
+    _passes("kmeans-assign", out)
+    loop = _loop(out, "assign")
+    assert "cp.async cs[p] <- c[b, (1 + p - 1) * BN : +BN, :], oob=zero" in loop
+    assert "ldmatrix bt <- cs[(kt - 1) % S_cs, :, kk * 16 : +16]" in loop and "let j = kt - 1 + S_cs - 1" in loop
+
+
 def test_ring_depth_deepens_the_new_ring() -> None:
     _, out = _pipelined("kmeans-assign")
     ring = plugins.registry().get("tactics", "ring-depth")
