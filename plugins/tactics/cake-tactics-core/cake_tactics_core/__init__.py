@@ -1,6 +1,6 @@
 """cake-tactics-core: registers the core schedule tactics (tile shapes, ring depth, shared-memory layout,
-staging, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register rebalancing,
-epilogue overlap, split reduction, consumer warpgroups, TMA in one role)."""
+staging, cp.async pipelining, tensorize, warp specialization, wgmma, pipe operands, persistent tiles, register
+rebalancing, epilogue overlap, split reduction, consumer warpgroups, TMA in one role)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from cake_core.hookspecs import hookimpl
 from cake_core.loop.tactic import Tactic
 
+from cake_tactics_core.cp_async_pipeline import CpAsyncPipeline
 from cake_tactics_core.overlap import EpilogueOverlap
 from cake_tactics_core.persistent import Persistent
 from cake_tactics_core.pipe_operand import PipeOperand
@@ -25,8 +26,9 @@ from cake_tactics_core.warpgroups import Warpgroups
 from cake_tactics_core.wgmma import Wgmma
 
 __all__ = [
-    "EpilogueOverlap", "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout", "SplitReduction", "Staging",
-    "Tensorize", "TileShapes", "Tma", "WarpSpecialize", "Warpgroups", "Wgmma", "cake_register_tactics",
+    "CpAsyncPipeline", "EpilogueOverlap", "Persistent", "PipeOperand", "Registers", "RingDepth", "SmemLayout",
+    "SplitReduction", "Staging", "Tensorize", "TileShapes", "Tma", "WarpSpecialize", "Warpgroups", "Wgmma",
+    "cake_register_tactics",
 ]
 
 
@@ -35,5 +37,5 @@ def cake_register_tactics(register: Callable[[Tactic], None]) -> None:
     """The tactics of this distribution."""
     for tactic in (TileShapes(), RingDepth(), SmemLayout(), Staging(), Tensorize(), WarpSpecialize(), Wgmma(),
                    PipeOperand(), Persistent(), Registers(), EpilogueOverlap(), SplitReduction(), Warpgroups(),
-                   Tma()):  # fmt: skip
+                   Tma(), CpAsyncPipeline()):  # fmt: skip
         register(tactic)
