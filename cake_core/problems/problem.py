@@ -381,6 +381,14 @@ def structural_violations(
     return found
 
 
+
+def require_valid_inputs(problem: Problem, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
+    """Raise :class:`~cake_core.errors.CakeUserError` naming the first structural violation (a missing tensor, a
+    wrong shape or dtype) of ``inputs`` for ``problem`` at the cell."""
+    bad = structural_violations(inputs_of(problem), inputs, shape, dtype)
+    if bad:
+        raise CakeUserError(f"inputs of `{problem.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
+
 def failed_report(
     violations: list[Violation], checked: int, method: str, tolerance: str, seconds: float = 0.0
 ) -> OracleReport:

@@ -24,8 +24,8 @@ from cake_core.problems.problem import (
     SizeDecl,
     TensorDecl,
     failed_report,
-    inputs_of,
     outputs_of,
+    require_valid_inputs,
     structural_violations,
     validate_cell,
 )
@@ -160,9 +160,7 @@ class KMeansAssign:
         )
 
     def _validate_inputs(self, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
-        bad = structural_violations(inputs_of(self), inputs, shape, dtype)
-        if bad:
-            raise CakeUserError(f"inputs of `{self.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
+        require_valid_inputs(self, inputs, shape, dtype)
 
 
 #: the instance the plugin registers

@@ -17,8 +17,8 @@ from cake_core.problems.kmeans_iter import oracle
 from cake_core.problems.kmeans_iter.baseline import FLASH_KMEANS_ITER
 from cake_core.problems.kmeans_iter.cells import CHECK_CELLS, DEFAULT_CELL
 from cake_core.problems.problem import (
-    METHOD_CUDA, METHOD_NUMPY, Baseline, Cell, OracleReport, SizeDecl, TensorDecl, failed_report, inputs_of, outputs_of,
-    structural_violations, validate_cell,
+    METHOD_CUDA, METHOD_NUMPY, Baseline, Cell, OracleReport, SizeDecl, TensorDecl, failed_report, outputs_of,
+    require_valid_inputs, structural_violations, validate_cell,
 )  # fmt: skip
 
 if TYPE_CHECKING:
@@ -153,9 +153,7 @@ class KMeansIter:
         return oracle.combine(judged, centroids, dtype, start)
 
     def _validate_inputs(self, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
-        bad = structural_violations(inputs_of(self), inputs, shape, dtype)
-        if bad:
-            raise CakeUserError(f"inputs of `{self.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
+        require_valid_inputs(self, inputs, shape, dtype)
 
 
 #: the instance the plugin registers

@@ -20,8 +20,8 @@ from cake_core.problems.problem import (
     SizeDecl,
     TensorDecl,
     failed_report,
-    inputs_of,
     outputs_of,
+    require_valid_inputs,
     structural_violations,
     validate_cell,
 )
@@ -167,9 +167,7 @@ class KMeansUpdate:
         return verdict
 
     def _validate_inputs(self, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
-        bad = structural_violations(inputs_of(self), inputs, shape, dtype)
-        if bad:
-            raise CakeUserError(f"inputs of `{self.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
+        require_valid_inputs(self, inputs, shape, dtype)
         a = inputs["assign"]
         if a.size and (int(a.min()) < 0 or int(a.max()) >= shape["K"]):
             raise CakeUserError(

@@ -22,8 +22,8 @@ from cake_core.problems.problem import (
     SizeDecl,
     TensorDecl,
     failed_report,
-    inputs_of,
     outputs_of,
+    require_valid_inputs,
     structural_violations,
     validate_cell,
 )
@@ -189,9 +189,7 @@ class Knn:
         return oracle.make_report(found, cand, s["N"], self.inner, self.rtol, chosen, time.perf_counter() - start)
 
     def _validate_inputs(self, inputs: Mapping[str, np.ndarray], shape: Mapping[str, int], dtype: str) -> None:
-        bad = structural_violations(inputs_of(self), inputs, shape, dtype)
-        if bad:
-            raise CakeUserError(f"inputs of `{self.name}` at {dict(shape)} {dtype}: {bad[0].detail}")
+        require_valid_inputs(self, inputs, shape, dtype)
 
 
 #: the instance the plugin registers for ``knn`` (``knn-ip``'s is in :mod:`cake_core.problems.knn.ip`)
