@@ -27,7 +27,6 @@ Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -94,16 +93,17 @@ def _schedule(metric: str, name: str) -> tuple[str, Path]:
 
 
 def make_record(problem: Any, cell: Any, impl: str, run: int, samples: list[float], report: Any, *, gpu: str,
-                commit: str, date: str, status: str = "ok", error: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """One measurement as the records of bench/kmeans_assign.py hold it."""
-    med = statistics.median(samples) if samples else None
-    return {
-        "problem": problem.name, "shape": dict(cell.shape), "dtype": cell.dtype, "gpu": gpu,
-        "target": "h200" if impl.startswith("cake:") else None, "date": date, "commit": commit, "impl": impl,
-        "run": run, "median_ms": med, "samples": samples, "correct": bool(report.passed) if report else False,
-        "oracle": report.summary() if report else None, "status": status, "error": error,
-        "tflops": problem.flops(cell.shape) / (med * 1e-3) / 1e12 if med else None,
-    }  # fmt: skip
+                commit: str, date: str, status: str = "ok", error: str | None = None,
+                launcher: Any = None) -> dict[str, Any]:  # fmt: skip
+    """benchlib's record of one measurement, dated once per run, with the target named for every Cake schedule
+    (built or not) and ``correct`` false where nothing was judged."""
+    import benchlib
+
+    rec = benchlib.make_record(problem, cell, impl, run, samples, report, gpu=gpu, target="h200", commit=commit,
+                               status=status, error=error, launcher=launcher)  # fmt: skip
+    rec.update(target="h200" if impl.startswith("cake:") else None, date=date,
+               correct=bool(report.passed) if report else False)  # fmt: skip
+    return rec
 
 
 def table(records: list[dict[str, Any]]) -> list[str]:
@@ -214,10 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     torch.cuda.synchronize()
                     report = problem.check(host, {"out": out.cpu().numpy()}, s, cell.dtype, runner=oracle_runner)
                     rec = make_record(problem, cell, impl, run, samples, report, gpu=gpu, commit=sha, date=date,
-                                      status=status, error=error)  # fmt: skip
-                    if impl.startswith("cake:"):  # what ptxas made of each kernel
-                        rec["resources"] = {k: {"registers": r.registers, "spill_stores": r.spill_stores,
-                                                "spill_loads": r.spill_loads} for k, r in fn.compiled.kernels.items()}
+                                      status=status, error=error,
+                                      launcher=fn if impl.startswith("cake:") else None)  # fmt: skip
                     records.append(rec)
                     ms = rec["median_ms"] or float("nan")
                     print(f"run {run} {problem.name:6} {cell.label} {impl:18} {ms:9.3f} ms correct={report.passed}",
