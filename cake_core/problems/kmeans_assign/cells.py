@@ -16,22 +16,23 @@ if TYPE_CHECKING:
 SCHEDULES = Path(__file__).resolve().parent / "schedules"
 
 
-def _cell(b: int, n: int, k: int, d: int, dtype: str = "bf16", note: str = "") -> Cell:
+def kmeans_cell(b: int, n: int, k: int, d: int, dtype: str = "bf16", note: str = "") -> Cell:
+    """A cell of the K-Means problems (kmeans-assign, kmeans-update, kmeans-iter share their sizes)."""
     return Cell({"B": b, "N": n, "K": k, "D": d}, dtype, note)
 
 
 #: the reference cell (the one the CAKE paper and the flash-kmeans baseline use): 550 GFLOP
-DEFAULT_CELL = _cell(32, 65536, 1024, 128, note="reference cell; flash-kmeans 1.525 ms on an H200")
+DEFAULT_CELL = kmeans_cell(32, 65536, 1024, 128, note="reference cell; flash-kmeans 1.525 ms on an H200")
 
 #: every cell a candidate must pass, the default first
 CHECK_CELLS: tuple[Cell, ...] = (
     DEFAULT_CELL,
-    _cell(1, 65521, 1024, 128, note="one batch; N prime: ragged last tile of points"),
-    _cell(8, 16384, 100, 128, note="K not a multiple of any tile: ragged last tile of centroids"),
-    _cell(4, 32768, 4096, 128, note="many centroids"),
-    _cell(16, 32768, 1024, 64, note="D=64"),
-    _cell(4, 16384, 1024, 256, note="D=256: twice the shared memory per row"),
-    _cell(32, 65536, 1024, 128, "f16", note="the reference cell in f16"),
+    kmeans_cell(1, 65521, 1024, 128, note="one batch; N prime: ragged last tile of points"),
+    kmeans_cell(8, 16384, 100, 128, note="K not a multiple of any tile: ragged last tile of centroids"),
+    kmeans_cell(4, 32768, 4096, 128, note="many centroids"),
+    kmeans_cell(16, 32768, 1024, 64, note="D=64"),
+    kmeans_cell(4, 16384, 1024, 256, note="D=256: twice the shared memory per row"),
+    kmeans_cell(32, 65536, 1024, 128, "f16", note="the reference cell in f16"),
 )
 
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
+from cake_core.problems.kmeans_assign.cells import kmeans_cell
 from cake_core.problems.problem import Cell
 
 
-def _cell(b: int, n: int, k: int, d: int, dtype: str = "bf16", note: str = "") -> Cell:
-    return Cell({"B": b, "N": n, "K": k, "D": d}, dtype, note)
-
-
 #: the K-Means reference cell (the one kmeans-assign and flash-kmeans use), after its assignment step
-DEFAULT_CELL = _cell(32, 65536, 1024, 128, note="reference cell: the update step after kmeans-assign's")
+DEFAULT_CELL = kmeans_cell(32, 65536, 1024, 128, note="reference cell: the update step after kmeans-assign's")
 
 #: every cell a candidate must pass, the default first
 CHECK_CELLS: tuple[Cell, ...] = (
     DEFAULT_CELL,
-    _cell(1, 65521, 1024, 128, note="one batch; N prime: ragged last tile of points"),
-    _cell(8, 16384, 100, 128, note="few clusters: many atomics on each row"),
-    _cell(4, 32768, 4096, 128, note="many clusters, few points each"),
-    _cell(16, 32768, 1024, 64, note="D=64"),
-    _cell(4, 16384, 1024, 256, note="D=256"),
-    _cell(32, 65536, 1024, 128, "f16", note="the reference cell in f16"),
+    kmeans_cell(1, 65521, 1024, 128, note="one batch; N prime: ragged last tile of points"),
+    kmeans_cell(8, 16384, 100, 128, note="few clusters: many atomics on each row"),
+    kmeans_cell(4, 32768, 4096, 128, note="many clusters, few points each"),
+    kmeans_cell(16, 32768, 1024, 64, note="D=64"),
+    kmeans_cell(4, 16384, 1024, 256, note="D=256"),
+    kmeans_cell(32, 65536, 1024, 128, "f16", note="the reference cell in f16"),
 )
