@@ -185,6 +185,8 @@ class GpuRunner:
     def close(self) -> None:
         """Stop the worker (politely, then by force). The runner can be started again."""
         with self._lock:
+            if self._gpu_lock is not None:
+                self._gpu_lock.close()  # its file; a later request opens it again
             w, self._worker = self._worker, None
             if w is None:
                 return
