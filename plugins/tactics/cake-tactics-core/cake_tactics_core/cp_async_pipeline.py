@@ -59,11 +59,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import substitute
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.construct import Fresh
+from cake_tactics_core.construct import Fresh, ref_at, ring_ahead
 from cake_tactics_core.construct import arith as _bin
 from cake_tactics_core.construct import op as _op
 from cake_tactics_core.fit import names_in, offered, with_kernel
@@ -224,9 +223,10 @@ def pipelined(kernel: n.Kernel, site: _Site) -> n.Kernel:
     loop, S, bufs = site.loop, n.Name(depth), set(site.buffers)
     step = _bin("-", n.Name(loop.var), loop.start)
 
-    def copy(c: n.Op, offset: n.Expr, stage: n.Expr) -> n.Op:  # tile ``start + offset`` into ``stage``
-        src = _at(c.ins[0], loop.var, _bin("+", loop.start, offset))
-        return attrs.evolve(c, outs=(n.Ref(_dst(c).name, (n.At(stage),)),), ins=(src,))
+    def copies(offset: n.Expr, stage: n.Expr) -> tuple[n.Stmt, ...]:  # tile ``start + offset`` into ``stage``
+        return tuple(attrs.evolve(c, outs=(n.Ref(_dst(c).name, (n.At(stage),)),),
+                                  ins=(ref_at(c.ins[0], loop.var, _bin("+", loop.start, offset)),))
+                     for c in site.copies)  # fmt: skip
 
     def staged(e: n.Expr) -> n.Expr:  # a read of a buffer, at the iteration's stage
         if isinstance(e, n.Ref | n.Name) and _dst_name(e) in bufs:
@@ -251,23 +251,7 @@ def pipelined(kernel: n.Kernel, site: _Site) -> n.Kernel:
     trailing = bool(rest) and _is(rest[-1], "bar.sync")
     if trailing:
         rest = rest[:-1]
-    prologue = (
-        n.Let(name=count, value=_bin("-", loop.stop, loop.start)),
-        n.For(var=p, start=n.Num(0), stop=_bin("-", S, n.Num(1)), body=(
-            n.If(cond=_bin("<", n.Name(p), n.Name(count)),
-                 then=tuple(copy(c, n.Name(p), n.Name(p)) for c in site.copies)),
-            _op("cp.async.commit"),
-        )),
-    )  # fmt: skip
-    body = (
-        _op("cp.async.wait", pending=_bin("-", S, n.Num(2))),
-        _op("bar.sync"),
-        *reads(rest),
-        n.Let(name=j, value=_bin("-", _bin("+", step, S), n.Num(1))),
-        n.If(cond=_bin("<", n.Name(j), n.Name(count)),
-             then=tuple(copy(c, n.Name(j), _bin("%", n.Name(j), S)) for c in site.copies)),
-        _op("cp.async.commit"),
-    )  # fmt: skip
+    prologue, body = ring_ahead(loop, S, count, p, j, copies, reads(rest))
     smem_names = {s.name for s in kernel.smem}
     index = next(i for i, st in enumerate(site.role.body) if st is loop)
     after = site.role.body[index + 1 :]
@@ -280,16 +264,3 @@ def pipelined(kernel: n.Kernel, site: _Site) -> n.Kernel:
         smem=smem,
         roles=(attrs.evolve(site.role, body=role_body),),
     )
-
-
-def _at(ref: n.Ref, var: str, value: n.Expr) -> n.Ref:
-    """``ref`` with ``var`` replaced by ``value`` in its index."""
-
-    def index(i: n.Idx) -> n.Idx:
-        if isinstance(i, n.At):
-            return attrs.evolve(i, expr=substitute(i.expr, {var: value}))
-        if isinstance(i, n.Span):
-            return attrs.evolve(i, start=substitute(i.start, {var: value}), size=substitute(i.size, {var: value}))
-        return i
-
-    return attrs.evolve(ref, index=tuple(map(index, ref.index)))

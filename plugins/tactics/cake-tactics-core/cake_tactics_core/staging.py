@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import free_names, substitute
 from cake_core.ir.printer import expr as print_expr
 from cake_core.loop.tactic import Application
 
-from cake_tactics_core.construct import Fresh
+from cake_tactics_core.construct import Fresh, ref_at, ring_ahead
 from cake_tactics_core.construct import arith as _bin
 from cake_tactics_core.construct import op as _op
 from cake_tactics_core.fit import names_in, offered, with_kernel
@@ -172,31 +171,16 @@ def _staged(kernel: n.Kernel, site: _Site, stages: int) -> n.Kernel:
             shape.append(site.param.shape[i])
     smem = n.Smem(ring, site.param.dtype, tuple(shape), stages=S)
 
-    def at(offset: n.Expr) -> n.Ref:  # the tile the loop reads at v = start + offset
-        return n.Ref(ref.name, tuple(_at_index(i, loop.var, _bin("+", loop.start, offset)) for i in ref.index))
-
     def stage(e: n.Expr) -> n.Ref:
         return n.Ref(ring, (n.At(e),))
 
-    zero = n.Name("zero")
-    prologue = (
-        n.Let(name=count, value=_bin("-", loop.stop, loop.start)),
-        n.For(var=p, start=n.Num(0), stop=_bin("-", S, n.Num(1)), body=(
-            n.If(cond=_bin("<", n.Name(p), n.Name(count)),
-                 then=(_op("cp.async", [stage(n.Name(p))], [at(n.Name(p))], oob=zero),)),
-            _op("cp.async.commit"),
-        )),
-    )  # fmt: skip
+    def copy(offset: n.Expr, at: n.Expr) -> tuple[n.Stmt, ...]:  # the tile the loop reads at v = start + offset
+        tile = ref_at(ref, loop.var, _bin("+", loop.start, offset))
+        return (_op("cp.async", [stage(at)], [tile], oob=n.Name("zero")),)
+
     step = _bin("-", n.Name(loop.var), loop.start)
-    body = (
-        _op("cp.async.wait", pending=_bin("-", S, n.Num(2))),
-        _op("bar.sync"),
-        *_replace(loop.body, ref, stage(_bin("%", step, S))),
-        n.Let(name=j, value=_bin("-", _bin("+", step, S), n.Num(1))),
-        n.If(cond=_bin("<", n.Name(j), n.Name(count)),
-             then=(_op("cp.async", [stage(_bin("%", n.Name(j), S))], [at(n.Name(j))], oob=zero),)),
-        _op("cp.async.commit"),
-    )  # fmt: skip
+    reads = tuple(_replace(loop.body, ref, stage(_bin("%", step, S))))
+    prologue, body = ring_ahead(loop, S, count, p, j, copy, reads)
     role_body: list[n.Stmt] = []
     for st in site.role.body:
         if st is loop:
@@ -207,12 +191,3 @@ def _staged(kernel: n.Kernel, site: _Site, stages: int) -> n.Kernel:
     return attrs.evolve(
         kernel, consts=(*kernel.consts, n.Const(depth, n.Num(stages))), smem=(*kernel.smem, smem), roles=(role,)
     )
-
-
-def _at_index(idx: n.Idx, var: str, value: n.Expr) -> n.Idx:
-    if isinstance(idx, n.At):
-        return attrs.evolve(idx, expr=substitute(idx.expr, {var: value}))
-    if isinstance(idx, n.Span):
-        return attrs.evolve(idx, start=substitute(idx.start, {var: value}), size=substitute(idx.size, {var: value}))
-    return idx
-
