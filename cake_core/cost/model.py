@@ -46,6 +46,9 @@ class Estimate:
 
 @runtime_checkable
 class CostModel(Protocol):
+    """A cost model (docs/plugins.md). Optional beyond these: ``basis(target) -> str``, one sentence on where
+    its figures for ``target`` come from, which ``cake run`` adds where it ranks by predicted time alone."""
+
     name: str
     version: str
     calibrated: bool
