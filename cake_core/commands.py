@@ -261,7 +261,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from cake_core.lower.export import export_program, write_export
 
-    out_dir = output_dir(args.output)
+    if args.torch is not None:
+        from cake_core.lower.torch_op import export_torch
+
+        if args.output is not None:
+            raise CakeUserError("give --torch DIR or -o DIR, not both: --torch writes the .cu and .h into DIR too")
+        return export_torch(args.file, args.target, args.shape, args.problem, args.torch)
+    if args.problem is not None:
+        raise CakeUserError("--problem names the contract of a --torch operator; plain export takes none")
+    out_dir = output_dir(args.output or ".")
     cand = _verified(args.file, args.target, False)
     if cand is None:
         return 1
@@ -444,10 +452,13 @@ def add_commands(sub) -> None:
     s.set_defaults(handler=cmd_run)
 
     s = sub.add_parser("export", help="write a standalone .cu with host launchers and a C header")
-    s.add_argument("file")
+    s.add_argument("file", metavar="FILE|PROBLEM", help="a .cake file; with --torch also a problem (its best schedule)")
     s.add_argument("--target", required=True)
     s.add_argument("--shape", help="select specializations, e.g. D=128,T=bf16 (default: all)")
-    s.add_argument("-o", "--output", default=".", help="directory (default: current)")
+    s.add_argument("-o", "--output", help="directory (default: current)")
+    s.add_argument("--torch", metavar="DIR", help="also write DIR/<problem>_op.py: the torch.library operator "
+                   "cake::<problem> over the exported kernels (no Cake needed to run it)")
+    s.add_argument("--problem", help="with --torch and a FILE: the problem whose contract the operator checks")
     s.set_defaults(handler=cmd_export)
 
     s = sub.add_parser("bench", help="check and time a .cake program on this machine's GPU")
