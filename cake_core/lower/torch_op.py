@@ -348,9 +348,10 @@ def check_values(name, lowest, highest, sizes):
                              f"[{low}, {sizes[bound]})")
 
 
-def output_shapes(sizes):
-    """Each output's (name, shape, dtype name) at the checked sizes."""
-    return [(name, tuple(sizes[s] for s in dims), dtype) for name, dims, dtype in OUTPUTS]
+def output_shapes(sizes, key):
+    """Each output's (name, shape, dtype name) at the sizes and specialization ``check_arguments`` returned."""
+    elem = key[SPEC_KEYS.index("T")] if "T" in SPEC_KEYS else None
+    return [(name, tuple(sizes[s] for s in dims), elem if dtype == "T" else dtype) for name, dims, dtype in OUTPUTS]
 
 
 def _nvcc():
@@ -430,8 +431,8 @@ def _described(args, ints):
 
 
 def _fake(args, ints):
-    sizes, _ = _described(args, ints)
-    return [args[0].new_empty(shape, dtype=getattr(torch, dtype)) for _, shape, dtype in output_shapes(sizes)]
+    sizes, key = _described(args, ints)
+    return [args[0].new_empty(shape, dtype=getattr(torch, dtype)) for _, shape, dtype in output_shapes(sizes, key)]
 
 
 def _run(args, ints):
@@ -441,7 +442,7 @@ def _run(args, ints):
         t = dict(zip([i for i, _, _ in INPUTS], args))[name]
         if t.numel():
             check_values(name, int(t.min()), int(t.max()), sizes)
-    outs = [torch.empty(shape, dtype=getattr(torch, dtype), device=device) for _, shape, dtype in output_shapes(sizes)]
+    outs = [torch.empty(shape, dtype=getattr(torch, dtype), device=device) for _, shape, dtype in output_shapes(sizes, key)]
     if POISON_OUTPUTS:
         for o in outs:
             o.view(torch.uint8).fill_(0xFF)  # -1 in every int, NaN in every float

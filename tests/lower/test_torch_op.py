@@ -40,7 +40,7 @@ def _import(path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("torch")
-    return {name: _export(base / name, name) for name in ("kmeans-assign", "knn", "kmeans-update")}
+    return {name: _export(base / name, name) for name in ("kmeans-assign", "knn", "kmeans-update", "kmeans-iter")}
 
 
 @pytest.fixture
@@ -82,13 +82,13 @@ def test_knn_takes_k_as_an_int_and_reads_the_split_schedule(knn: ModuleType) -> 
     assert knn.SCHEDULE == "hopper_split.cake" and knn.SIZE_ARGS == ("K",) and knn.torch is None
     sizes, key = knn.check_arguments({"q": _t((2, 37, 128)), "x": _t((2, 1001, 128))}, {"K": 10})
     assert sizes == {"B": 2, "M": 37, "D": 128, "N": 1001, "K": 10} and key == ("bfloat16", 128, 10)
-    assert knn.output_shapes(sizes) == [("out", (2, 37, 10), "int32")]
+    assert knn.output_shapes(sizes, key) == [("out", (2, 37, 10), "int32")]
     assert knn.SPECS[key][0] == "cake_knn__T_bf16__D_128__K_10"
 
 
 def test_kmeans_assign_accepts_a_ragged_cell(ka: ModuleType) -> None:
     sizes, key = ka.check_arguments({"x": _t((3, 20011, 128)), "c": _t((3, 1000, 128))}, {})
-    assert key == ("bfloat16", 128) and ka.output_shapes(sizes) == [("out", (3, 20011), "int32")]
+    assert key == ("bfloat16", 128) and ka.output_shapes(sizes, key) == [("out", (3, 20011), "int32")]
 
 
 @pytest.mark.parametrize(("x", "c", "says"), [
@@ -132,11 +132,20 @@ def test_kmeans_update_checks_the_schedule_domain_and_the_assignments(
     with pytest.raises(ValueError, match=r"`assign` is bfloat16; cake::kmeans_update takes int32 there"):
         mod.check_arguments(args, {})
     args["assign"] = _t((2, 300), "int32")
-    sizes, _ = mod.check_arguments(args, {})
-    assert mod.output_shapes(sizes) == [("centroids", (2, 1024, 128), "float32"), ("counts", (2, 1024), "int32")]
+    sizes, key = mod.check_arguments(args, {})
+    assert mod.output_shapes(sizes, key) == [("centroids", (2, 1024, 128), "float32"), ("counts", (2, 1024), "int32")]
     mod.check_values("assign", 0, 1023, sizes)
     with pytest.raises(ValueError, match=r"`assign` holds -1..5; .* needs values in \[0, K\) = \[0, 1024\)"):
         mod.check_values("assign", -1, 5, sizes)
+
+
+def test_kmeans_iter_returns_centroids_in_the_inputs_element_type(
+    exported: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mod = _import(exported["kmeans-iter"] / "kmeans_iter_op.py", monkeypatch)
+    assert "-> typing.Tuple[torch.Tensor, torch.Tensor]" in (exported["kmeans-iter"] / "kmeans_iter_op.py").read_text()
+    sizes, key = mod.check_arguments({"x": _t((2, 300, 128)), "c": _t((2, 17, 128))}, {})
+    assert mod.output_shapes(sizes, key) == [("assign", (2, 300), "int32"), ("centroids", (2, 17, 128), "bfloat16")]
 
 
 def test_a_changed_source_is_refused_and_a_missing_nvcc_is_named(
