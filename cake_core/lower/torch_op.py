@@ -28,23 +28,29 @@ from cake_core.lower.program import LoweredProgram
 
 _PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
 
-#: problem -> target -> (schedule under cake_core/problems, the measured record that chose it)
-BEST: dict[str, dict[str, tuple[str, str]]] = {
-    "kmeans-assign": {"h200": ("kmeans_assign/schedules/hopper.cake",
-                               "1.111 ms at B=32 N=65536 K=1024 D=128 bf16 against ampere's 3.570 "
-                               "(bench/results/2026-12-01-h200-kmeans-assign-side-by-side.json)")},
-    "knn": {"h200": ("knn/schedules/hopper_split.cake",
-                     "32.2 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 against fused_topk's 99.1 and hopper's "
-                     "118.3 (bench/results/2026-12-02-h200-knn.json)")},
-    "knn-ip": {"h200": ("knn/ip/schedules/hopper.cake",
-                        "the only committed schedule, 117.3 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 "
-                        "(bench/results/2026-12-02-h200-knn.json)")},
-    "kmeans-update": {"h200": ("kmeans_update/schedules/staged.cake",
-                               "1.911 ms at B=32 N=65536 K=1024 D=128 bf16 against privatized's 2.136, atomic's "
-                               "3.267 and sorted's 9.372 (bench/results/2026-12-02-h200-kmeans-update.json)")},
-    "kmeans-iter": {"h200": ("kmeans_iter/schedules/fused.cake",
-                             "7.34 ms at B=32 N=65536 K=1024 D=128 bf16, the only one measured "
-                             "(bench/results/2026-12-02-h200-kmeans-iter.json)")},
+@attrs.frozen
+class Best:
+    """The schedule exported for a problem name: its file under cake_core/problems, the measured records
+    that chose it (a file under bench/results) and what they say."""
+
+    schedule: str
+    records: str
+    basis: str
+
+
+#: problem -> target -> its best schedule; tests/lower/test_torch_op.py checks each against its records
+BEST: dict[str, dict[str, Best]] = {
+    "kmeans-assign": {"h200": Best("kmeans_assign/schedules/hopper.cake", "2026-11-29-h200-kmeans-assign-bench-4.json",
+                                   "1.113 ms against hopper_overlap's 1.209 at B=32 N=65536 K=1024 D=128 bf16")},
+    "knn": {"h200": Best("knn/schedules/hopper_split.cake", "2026-12-02-h200-knn.json",
+                         "32.2 ms against fused_topk's 99.1 and hopper's 118.3 at B=1 M=4096 N=1048576 D=128 K=10 f16")},
+    "knn-ip": {"h200": Best("knn/ip/schedules/hopper.cake", "2026-12-02-h200-knn.json",
+                            "the only committed schedule: 117.3 ms at B=1 M=4096 N=1048576 D=128 K=10 f16")},
+    "kmeans-update": {"h200": Best("kmeans_update/schedules/staged.cake", "2026-12-02-h200-kmeans-update.json",
+                                   "1.911 ms against privatized's 2.136, atomic's 3.267 and sorted's 9.372 at "
+                                   "B=32 N=65536 K=1024 D=128 bf16")},
+    "kmeans-iter": {"h200": Best("kmeans_iter/schedules/fused.cake", "2026-12-02-h200-kmeans-iter.json",
+                                 "the only one measured: 7.34 ms at B=32 N=65536 K=1024 D=128 bf16")},
 }  # fmt: skip
 
 #: size relations a problem checks in code rather than in its size declarations (Knn._cell: K <= N)
@@ -69,8 +75,8 @@ def best_schedule(problem: str, target: str) -> tuple[Path, str]:
     if target not in by_target:
         raise CakeUserError(f"no schedule of `{problem}` has been measured on `{target}` (measured on: "
                             f"{', '.join(by_target)}); pass a .cake file with --problem")  # fmt: skip
-    rel, basis = by_target[target]
-    return _PROBLEMS / rel, basis
+    best = by_target[target]
+    return _PROBLEMS / best.schedule, f"{best.basis} (bench/results/{best.records})"
 
 
 def problem_of_file(path: Path, problems: Sequence[object]) -> object:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import json
 import py_compile
 import shutil
 import sys
@@ -69,13 +70,32 @@ def test_module_compiles_names_the_best_schedule_and_imports_nothing_of_cake(exp
         assert "cake_core" not in imported and "torch" in imported
         text = module.read_text()
         assert f'custom_op("cake::{op}"' in text and f"@{op}.register_fake" in text
-        assert f"SCHEDULE = {Path(BEST[name]['h200'][0]).name!r}" in text
+        assert f"SCHEDULE = {Path(BEST[name]['h200'].schedule).name!r}" in text
         # the module's source hash is the hash of the .cu beside it, and the launchers it names are the header's
         cu = folder / f"{op}.cu"
         assert f"SOURCE_SHA256 = '{hashlib.sha256(cu.read_bytes()).hexdigest()}'" in text
         header = (folder / f"{op}.h").read_text()
         for launcher in ast.literal_eval(text.split("\nSPECS = ")[1].split("\n")[0]).values():
             assert all(f"{fn}(" in header for fn in launcher)
+
+
+@pytest.mark.parametrize("problem", sorted(BEST))
+def test_each_best_schedule_is_the_fastest_correct_one_its_records_measured(problem: str) -> None:
+    for target, best in BEST[problem].items():
+        data = json.loads((ROOT / "bench" / "results" / best.records).read_text())
+        records = [r for run in data.values() for r in run] if isinstance(data, dict) else data
+        lowest: dict[tuple[str, str], float] = {}
+        for r in records:
+            if r.get("problem") == problem and r["impl"].startswith("cake:") and r.get("correct") and r.get("median_ms"):
+                cell = (json.dumps(r["shape"], sort_keys=True), r["dtype"])
+                lowest[(r["impl"], *cell)] = min(lowest.get((r["impl"], *cell), 1e9), r["median_ms"])
+        chosen = "cake:" + Path(best.schedule).stem
+        cells = {k[1:] for k in lowest if k[0] == chosen}
+        assert cells, f"{best.records} has no correct {chosen} record of {problem}"
+        for cell in cells:
+            rivals = {k[0]: v for k, v in lowest.items() if k[1:] == cell}
+            assert min(rivals, key=rivals.__getitem__) == chosen, (target, cell, rivals)
+        assert (ROOT / "cake_core" / "problems" / best.schedule).exists()
 
 
 def test_knn_takes_k_as_an_int_and_reads_the_split_schedule(knn: ModuleType) -> None:
