@@ -43,7 +43,8 @@ BEST: dict[str, dict[str, Best]] = {
     "kmeans-assign": {"h200": Best("kmeans_assign/schedules/hopper.cake", "2026-11-29-h200-kmeans-assign-bench-4.json",
                                    "1.113 ms against hopper_overlap's 1.209 at B=32 N=65536 K=1024 D=128 bf16")},
     "knn": {"h200": Best("knn/schedules/hopper_split.cake", "2026-12-02-h200-knn.json",
-                         "32.2 ms against fused_topk's 99.1 and hopper's 118.3 at B=1 M=4096 N=1048576 D=128 K=10 f16")},
+                         "32.2 ms against fused_topk's 99.1 and hopper's 118.3 at B=1 M=4096 N=1048576 D=128 K=10 "
+                         "f16")},
     "knn-ip": {"h200": Best("knn/ip/schedules/hopper.cake", "2026-12-02-h200-knn.json",
                             "the only committed schedule: 117.3 ms at B=1 M=4096 N=1048576 D=128 K=10 f16")},
     "kmeans-update": {"h200": Best("kmeans_update/schedules/staged.cake", "2026-12-02-h200-kmeans-update.json",
@@ -228,7 +229,10 @@ def render(p: OpPlan) -> str:
     consts = "\n".join(f"{name.upper()} = {getattr(p, name)!r}" for name in (
         "op", "problem", "schedule", "target", "arch", "source", "source_sha256", "inputs", "size_args",
         "outputs", "params", "runtime_sizes", "sizes", "relations", "value_ranges", "spec_keys", "specs"))  # fmt: skip
-    return head + _IMPORTS + "\n" + consts + "\n" + _RUNTIME + _operator(p)
+    imports = _IMPORTS
+    if len(p.outputs) > 1:  # the operator's return annotation is a typing.Tuple
+        imports = imports.replace("import threading\n", "import threading\nimport typing\n")
+    return head + imports + "\n" + consts + "\n" + _RUNTIME + _operator(p)
 
 
 def _operator(p: OpPlan) -> str:
@@ -261,7 +265,6 @@ import os
 import shutil
 import subprocess
 import threading
-import typing
 from pathlib import Path
 
 try:
@@ -448,7 +451,8 @@ def _run(args, ints):
         t = dict(zip([i for i, _, _ in INPUTS], args))[name]
         if t.numel():
             check_values(name, int(t.min()), int(t.max()), sizes)
-    outs = [torch.empty(shape, dtype=getattr(torch, dtype), device=device) for _, shape, dtype in output_shapes(sizes, key)]
+    outs = [torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+            for _, shape, dtype in output_shapes(sizes, key)]
     if POISON_OUTPUTS:
         for o in outs:
             o.view(torch.uint8).fill_(0xFF)  # -1 in every int, NaN in every float

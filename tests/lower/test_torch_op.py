@@ -86,7 +86,8 @@ def test_each_best_schedule_is_the_fastest_correct_one_its_records_measured(prob
         records = [r for run in data.values() for r in run] if isinstance(data, dict) else data
         lowest: dict[tuple[str, str], float] = {}
         for r in records:
-            if r.get("problem") == problem and r["impl"].startswith("cake:") and r.get("correct") and r.get("median_ms"):
+            ours = r.get("problem") == problem and r["impl"].startswith("cake:")
+            if ours and r.get("correct") and r.get("median_ms"):
                 cell = (json.dumps(r["shape"], sort_keys=True), r["dtype"])
                 lowest[(r["impl"], *cell)] = min(lowest.get((r["impl"], *cell), 1e9), r["median_ms"])
         chosen = "cake:" + Path(best.schedule).stem
