@@ -28,6 +28,7 @@ from cake_core.lower.program import LoweredProgram
 
 _PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
 
+
 @attrs.frozen
 class Best:
     """The schedule exported for a problem name: its file under cake_core/problems, the measured records
@@ -159,6 +160,16 @@ def plan(problem, lowered: Sequence[LoweredProgram], functions: Sequence[str],  
         d = str(ptypes[name])
         return TORCH_DTYPES[d] if d in TORCH_DTYPES else d  # a type variable ("T") stays itself
 
+    for t in problem.tensors:
+        d = str(ptypes[t.name])
+        if d not in TORCH_DTYPES and d != "T":
+            raise CakeUserError(f"`{t.name}` of `{prog.name}` has element type `{d}`: the operator knows one type "
+                                f"variable, `T`, and {', '.join(TORCH_DTYPES)}")  # fmt: skip
+        given = [str(v) for lp in lowered for k, v in lp.spec.values if k == "T"] if d == "T" else [d]
+        wrong = [g for g in given if g not in t.dtypes]
+        if wrong:
+            raise CakeUserError(f"`{prog.name}` gives `{t.name}` the element type `{wrong[0]}`, which problem "
+                                f"`{problem.name}` does not allow there ({', '.join(t.dtypes)})")  # fmt: skip
     ins = tuple((t.name, tuple(t.shape), dtype_of(t.name)) for t in problem.tensors if t.role == "input")
     outs = tuple((t.name, tuple(t.shape), dtype_of(t.name)) for t in problem.tensors if t.role == "output")
     carried = {s for _, shape, _ in ins for s in shape}

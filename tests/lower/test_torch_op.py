@@ -200,6 +200,7 @@ def test_a_committed_file_exports_as_its_problem(tmp_path: Path, monkeypatch: py
     (["kmeans-assign", "--problem", "knn"], "--problem knn contradicts the problem `kmeans-assign`"),
     ([str(ROOT / "tests" / "lower" / "ws_ldmatrix.cake")], "not a committed schedule of any problem"),
     (["kmeans-assign", "--shape", "Q=3"], "`Q` is not a specialization constant"),
+    ([str(SCHEDULES / "hopper.cake"), "--problem", "knn"], "`kmeans_assign` takes `c`, which problem `knn` does not name"),
 ])  # fmt: skip
 def test_bad_export_requests_are_one_line(argv: list[str], says: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
@@ -207,3 +208,8 @@ def test_bad_export_requests_are_one_line(argv: list[str], says: str, tmp_path: 
     assert main(["export", *argv, *target, "--torch", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_problem_without_torch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(SCHEDULES / "hopper.cake"), "--target", "h200", "--problem", "kmeans-assign"]) == 2
+    assert "--problem names the contract of a --torch operator" in capsys.readouterr().err
