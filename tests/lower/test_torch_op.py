@@ -200,7 +200,8 @@ def test_a_committed_file_exports_as_its_problem(tmp_path: Path, monkeypatch: py
     (["kmeans-assign", "--problem", "knn"], "--problem knn contradicts the problem `kmeans-assign`"),
     ([str(ROOT / "tests" / "lower" / "ws_ldmatrix.cake")], "not a committed schedule of any problem"),
     (["kmeans-assign", "--shape", "Q=3"], "`Q` is not a specialization constant"),
-    ([str(SCHEDULES / "hopper.cake"), "--problem", "knn"], "`kmeans_assign` takes `c`, which problem `knn` does not name"),
+    ([str(SCHEDULES / "hopper.cake"), "--problem", "knn"],
+     "`kmeans_assign` takes `c`, which problem `knn` does not name"),
 ])  # fmt: skip
 def test_bad_export_requests_are_one_line(argv: list[str], says: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
