@@ -98,9 +98,13 @@ class Load(Primitive):
             # out of bounds as a whole (its start and the tensor's row are `width`-aligned)
             ok = " && ".join(([exists] if exists else []) + ([view.in_bounds(local)] if guard else []))
             addr = view.read_addr(local, ok) if ok and isinstance(view, GlobalView) else view.addr(local)
-            values = [convert(f"*{addr}", src.dtype, dst.dtype)] if width == 1 else _unpack(ctx, addr, src.dtype, dst.dtype, width, indent)
+            if width == 1:
+                values = [convert(f"*{addr}", src.dtype, dst.dtype)]
+            else:
+                values = _unpack(ctx, addr, src.dtype, dst.dtype, width, indent)
             for slot, value in zip(slots, values, strict=True):
-                ctx.line(f"{indent}{reg.name}[{slot}] = " + (f"({ok}) ? ({ctype})({value}) : ({ctype})({fill});" if ok else f"{value};"))
+                picked = f"({ok}) ? ({ctype})({value}) : ({ctype})({fill});" if ok else f"{value};"
+                ctx.line(f"{indent}{reg.name}[{slot}] = {picked}")
 
         if reg.layout.name in ("wgmma_acc", "wgmma_rows"):
             _load_wgmma(ctx, reg, sizes, read, vector_elems(src, view, ctx.model.env, 2, 2 * view.dtype.bytes, smem))

@@ -38,6 +38,12 @@ run to run, so float sums differ by rounding between runs; integer sums (counts)
 Lowering: ``atomic.add`` is one ``red.global.add`` / ``red.shared.add`` per element (``.f32``,
 ``.f64``, ``.s32``, ``.u32``), each thread adding the rows it holds; with ``oob=skip`` a row whose
 index is negative or not below ``dst``'s rows, and an element outside ``dst``'s tensor, is not added.
+From sm_90, f32 into global memory goes 4 or 2 consecutive columns at a time
+(``red.global.add.v4.f32`` / ``.v2.f32``, PTX ISA 8.1) where they are contiguous and aligned in
+``dst``, decided at compile time (:func:`~cake_core.lower.tiles.vector_elems`): a ragged row length
+or a column start off the grid keeps the scalar form. Besides `rows` tiles it takes a wgmma
+accumulator's rows: `wgmma_acc` values (column pairs, one ``.v2`` each where aligned) or a
+`wgmma_rows` vector (added once per quad of lanes), with `wgmma_rows` indices.
 ``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
 the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
 correctly rounded fp32 division per element (``__fdiv_rn``). ``iota`` is one integer addition per row
@@ -259,7 +265,8 @@ def _scatter_wgmma(op: TypedOp, ctx, view: GlobalView | SharedView, vals: RegVie
         ctx.line(f"{{ const int {key} = (int)({keys.name}[{slot}]);  // row {blk * 64} + 16 * warp + lane / 4 + {8 * h}")
         inside = [f"(unsigned){key} < (unsigned)({view.sizes[0]})"] if guard else []
         if vals.layout.name == "wgmma_rows":
-            cond = [f"({ctx.lane} & 3) == 0"] + inside + ([view.in_bounds([key])] if guard and isinstance(view, GlobalView) else [])
+            bounds = [view.in_bounds([key])] if guard and isinstance(view, GlobalView) else []
+            cond = [f"({ctx.lane} & 3) == 0"] + inside + bounds
             value = convert(f"{vals.name}[{slot}]", src.dtype, dst.dtype)
             addr = f'"l"({view.addr([key])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key])}))'
             ctx.line(f'  if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
@@ -295,8 +302,8 @@ class AtomicAdd(_ScatterAdd):
     signature = Signature(
         outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
                    doc="rows [K] or [K, C] the indices select among")],
-        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout"),
-             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `dst`, `rows` layout")],
+        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout (or `wgmma_acc` / `wgmma_rows`)"),
+             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `dst`, `rows` layout (`wgmma_rows` with wgmma values)")],
         attrs=[_OOB_SKIP],
     )  # fmt: skip
 

@@ -3,18 +3,13 @@
 elements are contiguous and aligned, and the scalar forms where they are not (a ragged or odd row length,
 a misaligned column start, an Ampere target). Also the wgmma-accumulator layouts both take (a consumer
 warpgroup's argmin indices in `wgmma_rows`, rows re-read into `wgmma_acc`). The generated code is checked
-here without a GPU; the GPU tests at the end compare it with the interpreter bit for bit (integer-valued
-floats: every order of additions gives the same sums)."""
+here without a GPU; test_rows_gpu.py runs these kernels on the GPU against the interpreter."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from cake_core import pipeline, plugins
-from cake_core.hostdata import encode
-from cake_core.lower.program import build_plan
-from cake_core.semantics import run_program
 
 #: rows of v scattered into d by ix; COLS is the tile's column slice of both (W columns of C)
 ROWS = """
@@ -98,42 +93,3 @@ def test_the_vector_forms_compile_for_h200_without_spills():
         cand = pipeline.Candidate(pipeline.load_text(text, "vec.cake"), plugins.registry().get("targets", "h200"))
         result = cand.compile(cand.spec(values), cache=False)
         assert result.kernels and not [k for k, r in result.kernels.items() if r.spills], result.kernels
-
-
-def _gpu_and_interpreter(runner, text: str, sizes: dict, inputs: dict) -> tuple[dict, dict]:
-    cand = pipeline.Candidate(pipeline.load_text(text, "vec.cake"), plugins.registry().get("targets", "h200"))
-    spec = cand.spec(sizes)
-    plan = build_plan(cand.build(spec), cand.compile(spec, cache=False).cubin, sizes)
-    got = runner.run(plan, inputs)
-    assert got.ok, (got.status, got.error)
-    want = run_program(cand.check(), inputs, sizes)
-    assert want.ok, [str(f) for f in want.findings]
-    return got.outputs, want.outputs
-
-
-def _inputs(n: int, k: int, c: int, t: str, seed: int, counts: bool) -> dict:
-    rng = np.random.default_rng(seed)
-    v = rng.integers(-8, 9, size=(n, c)).astype(np.float32)  # small integers: exact sums in any order
-    out = {"v": encode(v, t),
-           "ix": rng.integers(-2, k + 2, size=n).astype(np.int32),  # some outside d: skipped
-           "d": rng.integers(-4, 5, size=(k, c)).astype(np.float32)}  # fmt: skip
-    if counts:
-        out["cnt"] = rng.integers(0, 3, size=k).astype(np.int32)
-    return out
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(("c", "w", "cols", "t"), [(8, 8, ":", "f32"), (6, 6, ":", "bf16"), (8, 4, "1 : +4", "f32"),
-                                                   (8, 4, "4 : +4", "bf16")])  # fmt: skip
-def test_rows_scatter_matches_the_interpreter(gpu_runner, c, w, cols, t):
-    inputs = _inputs(250, 37, c, t, seed=c + w, counts=False)  # 4 CTAs of 64 rows, the last ragged
-    got, want = _gpu_and_interpreter(gpu_runner, _kernel(ROWS, c, w, cols), {"N": 250, "K": 37, "C": c, "T": t}, inputs)
-    assert np.array_equal(got["d"], want["d"])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("t", ["f32", "bf16"])
-def test_wgmma_layout_scatter_matches_the_interpreter(gpu_runner, t):
-    inputs = _inputs(300, 21, 16, t, seed=7, counts=True)  # 3 warpgroups of 128 rows, the last ragged
-    got, want = _gpu_and_interpreter(gpu_runner, _kernel(WGMMA, 16), {"N": 300, "K": 21, "C": 16, "T": t}, inputs)
-    assert np.array_equal(got["d"], want["d"]) and np.array_equal(got["cnt"], want["cnt"])
