@@ -26,7 +26,7 @@ The schedules' specializations are compiled first, ``--jobs`` at a time, into NV
 (``$CAKE_CACHE_DIR``); ``--compile-only`` does just that, without torch or a GPU, so that a cache made on
 another machine (same NVRTC and Cake versions) can travel with the tree.
 
-Usage: python bench/kmeans_update.py [--runs 3] [--reps 30] [--schedules atomic,privatized,staged,sorted]
+Usage: python bench/kmeans_update.py [--runs 3] [--reps 30] [--schedules atomic,vector,privatized,staged,sorted]
        [--impls cake,flash-kmeans,torch] [--cells all|reference] [--dtypes bf16,f16] [--jobs 8]
        [--compile-only] [--out FILE.json]
 """
@@ -78,7 +78,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--schedules", default="atomic,privatized,staged,sorted")
+    ap.add_argument("--schedules", default="atomic,vector,privatized,staged,sorted")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--cells", default="all", help="all, or reference (the reference cell only)")
     ap.add_argument("--dtypes", default=",".join(DTYPES))

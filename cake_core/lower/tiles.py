@@ -4,17 +4,25 @@ A primitive never computes an address by hand: it asks for the view of its opera
 with local (tile) coordinates. Global views carry the tensor's extents so masks are derived, never
 written; shared views carry the buffer's stage, row pitch and swizzle; register views carry the
 fragment layout.
+:func:`vector_elems` decides, at compile time, how wide an aligned vector access to a tile may be.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
+from cake_core.ir import nodes as n
+from cake_core.ir.exprs import try_int
 from cake_core.ir.layouts import LayoutInfo
 from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
+
+if TYPE_CHECKING:
+    from cake_core.ir.model import SmemInfo
+    from cake_core.ir.primitive import Operand
 
 
 @attrs.frozen
@@ -114,3 +122,49 @@ class RegView:
 
     def flat(self, index: str) -> str:
         return f"{self.name}[{index}]"
+
+
+def multiple_of(e: n.Expr, k: int, env: Mapping[str, object]) -> bool:
+    """Whether the size expression ``e`` is a multiple of ``k`` whatever its unbound names hold: a
+    sufficient test (a bound value divisible by ``k``, a sum or difference of multiples, a product
+    with a multiple as one factor); ``False`` where it cannot tell."""
+    v = try_int(e, env)  # type: ignore[arg-type]
+    if v is not None:
+        return v % k == 0
+    if isinstance(e, n.Bin) and e.op in ("+", "-"):
+        return multiple_of(e.left, k, env) and multiple_of(e.right, k, env)
+    if isinstance(e, n.Bin) and e.op == "*":
+        return multiple_of(e.left, k, env) or multiple_of(e.right, k, env)
+    return False
+
+
+def vector_elems(o: Operand, view: GlobalView | SharedView, env: Mapping[str, object], run: int,
+                 max_bytes: int = 16, smem: SmemInfo | None = None) -> int:  # fmt: skip
+    """How many consecutive elements of the tile ``o`` (viewed as ``view``) one aligned vector access may
+    move, decided at compile time: the largest power of two ``w`` with ``w * element bytes <= max_bytes``
+    such that the tile's last dimension is the tensor's (or buffer's) contiguous one, ``run`` (the
+    elements a thread holds in a row) is a multiple of ``w``, the tile's column start is one, and every
+    row of the tensor starts ``w``-aligned (a global tensor's innermost extent known and a multiple of
+    ``w``; a shared buffer unswizzled, with its offset, stage and row pitch ``w * element``-aligned).
+    A global tensor's base pointer is taken to be 16-byte aligned (as TMA already requires). ``1``: no
+    vector access."""
+    elem = view.dtype.bytes
+    rank = len(view.strides)
+    if not view.tile_dims or view.tile_dims[-1] != rank - 1:
+        return 1
+    index = list(o.index) + [n.All()] * (rank - len(o.index))
+    last = index[-1]
+    w = max(1, max_bytes // elem)
+    while w > 1:
+        vbytes = w * elem
+        ok = run % w == 0 and (isinstance(last, n.All) or (isinstance(last, n.Span) and multiple_of(last.start, w, env)))
+        if ok and isinstance(view, GlobalView):
+            inner = try_int(o.decl.shape[-1], env)  # type: ignore[union-attr, arg-type]
+            ok = inner is not None and inner % w == 0
+        elif ok:
+            ok = (smem is not None and not view.swizzle and smem.offset % vbytes == 0 and smem.align % vbytes == 0
+                  and smem.stage_bytes % vbytes == 0 and all(s % w == 0 for s in view.strides[:-1]))  # fmt: skip
+        if ok:
+            return w
+        w //= 2
+    return 1

@@ -38,6 +38,12 @@ run to run, so float sums differ by rounding between runs; integer sums (counts)
 Lowering: ``atomic.add`` is one ``red.global.add`` / ``red.shared.add`` per element (``.f32``,
 ``.f64``, ``.s32``, ``.u32``), each thread adding the rows it holds; with ``oob=skip`` a row whose
 index is negative or not below ``dst``'s rows, and an element outside ``dst``'s tensor, is not added.
+From sm_90, f32 into global memory goes 4 or 2 consecutive columns at a time
+(``red.global.add.v4.f32`` / ``.v2.f32``, PTX ISA 8.1) where they are contiguous and aligned in
+``dst``, decided at compile time (:func:`~cake_core.lower.tiles.vector_elems`): a ragged row length
+or a column start off the grid keeps the scalar form. Besides `rows` tiles it takes a wgmma
+accumulator's rows: `wgmma_acc` values (column pairs, one ``.v2`` each where aligned) or a
+`wgmma_rows` vector (added once per quad of lanes), with `wgmma_rows` indices.
 ``segment.add`` first sums each run of equal indices within a warp (a segmented scan by shuffles over
 the warp's 32 consecutive rows), then the run's last lane adds the sum once. ``rowdiv`` is one
 correctly rounded fp32 division per element (``__fdiv_rn``). ``iota`` is one integer addition per row
@@ -61,14 +67,17 @@ from cake_core.ir.primitive import (
 from cake_core.ir.primitive import masked
 from cake_core.ir.types import DType
 from cake_core.lower.cuda import storage
-from cake_core.lower.tiles import GlobalView, RegView, SharedView
+from cake_core.lower.tiles import GlobalView, RegView, SharedView, vector_elems
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout, static_sizes, to_f32, unravel
-from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank, rows_cols
+from cake_core.primitives._vocab import INTEGERS, layout_name, need_dtype, need_layout, need_rank, rows_cols
 
 _ATOMIC_TYPES = frozenset({DType.F32, DType.F64, DType.I32, DType.U32})
 #: PTX type and asm constraint of the atomic add into each destination type
 _RED_TYPES = {DType.F32: ("f32", "f"), DType.F64: ("f64", "d"), DType.I32: ("s32", "r"), DType.U32: ("u32", "r")}
+#: the index layout that goes with each value layout: a `rows` tile's rows, or the rows of a wgmma accumulator
+_INDEX_LAYOUT = {"rows": "rows", "wgmma_acc": "wgmma_rows", "wgmma_rows": "wgmma_rows"}
+_SRC_LAYOUTS = tuple(_INDEX_LAYOUT)
 _OOB_SKIP = AttrSpec(
     "oob", "word", choices=("skip", "none"),
     doc="rows whose index lies outside `dst` are skipped; without it such an index faults",
@@ -87,8 +96,16 @@ class _ScatterAdd(Primitive):
         yield from need_rank(op, dst, (1, 2), "a [rows] or [rows, columns] destination")
         yield from need_dtype(op, dst, _ATOMIC_TYPES, "a destination of f32, f64, i32 or u32 (what atomics add)")
         yield from need_dtype(op, index, INTEGERS, "integer row indices")
-        yield from need_layout(op, src, ("rows",), "a `rows` register tile of values")
-        yield from need_layout(op, index, ("rows",), "a `rows` register tile of row indices")
+        yield from need_layout(op, src, _SRC_LAYOUTS, "a `rows` (or `wgmma_acc` / `wgmma_rows`) register tile of values")
+        yield from need_layout(op, index, _INDEX_LAYOUT, "a register tile of row indices laid out as `src`'s rows")
+        got = (layout_name(src), layout_name(index))
+        if None not in got and _INDEX_LAYOUT.get(got[0]) != got[1]:
+            yield codes.TYPES.at(
+                index.expr.loc, f"`{src.name}` is in layout `{got[0]}`, so its row indices must be in "
+                f"`{_INDEX_LAYOUT.get(got[0], 'rows')}`, not `{got[1]}`", label="layouts differ",
+            )  # fmt: skip
+        if self.segmented and got[0] not in (None, "rows"):
+            yield codes.TYPES.at(op.op.loc, "`segment.add` takes `rows` tiles (its runs are a warp's consecutive rows)")
         sd, ss, si = dst.shape, static_shape(src), static_shape(index)
         if ss and (len(ss) != len(sd) or (len(sd) == 2 and isinstance(sd[1], int) and ss[1] != sd[1])):
             yield codes.TYPES.at(
@@ -140,10 +157,14 @@ class _ScatterAdd(Primitive):
         if dst.dtype not in _RED_TYPES:
             raise NotLowerable(f"no atomic add for `{dst.dtype}`")
         vals, keys = ctx.rview(src), ctx.rview(index)
+        ptx, constraint = _RED_TYPES[dst.dtype]
+        width = _red_width(op, view, ctx, vals)
+        if vals.layout.name != "rows":
+            _scatter_wgmma(op, ctx, view, vals, keys, width)
+            return
         per_thread, _, rows = rows_layout(vals)
         if rows_layout(keys)[0] != per_thread:
             raise NotLowerable("values and indices must spread over the threads alike")
-        ptx, constraint = _RED_TYPES[dst.dtype]
         space = "global" if dst.kind is Kind.GLOBAL else "shared"
         key, ok, run = ctx.fresh("key"), ctx.fresh("ok"), ctx.fresh("run")
         lane = ctx.lane
@@ -178,9 +199,14 @@ class _ScatterAdd(Primitive):
                     ctx.line(f"    {{ const {ctype} o = __shfl_up_sync(0xffffffffu, cake_v, {off}); "
                              f"if ({lane} >= {run} + {off}) cake_v += o; }}")  # fmt: skip
                 value, cond = "cake_v", [f"{run}_last"] + cond
-            addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
-            ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
-                     f'"{constraint}"({value}) : "memory");')  # fmt: skip
+            if width > 1 and not self.segmented:
+                # the first of `width` aligned consecutive columns adds them all (in or out of bounds together)
+                values = [convert(f"{vals.name}[{e.slot} + {i}]", src.dtype, dst.dtype) for i in range(width)]
+                ctx.line(f"    if (({e.col}) % {width} == 0 && {' && '.join(cond)}) {_red_vector(view.addr(local), values)}")
+            else:
+                addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
+                ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
+                         f'"{constraint}"({value}) : "memory");')  # fmt: skip
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst, src = op.outs[0], op.ins[0]
@@ -191,6 +217,76 @@ class _ScatterAdd(Primitive):
             return CostTerms(flops=flops, global_bytes=traffic)
         return CostTerms(flops=flops, shared_bytes=traffic)
 
+
+
+def _red_width(op: TypedOp, view: GlobalView | SharedView, ctx, vals: RegView) -> int:
+    """How many consecutive f32 columns one vector reduction adds (``red.global.add.v4/.v2.f32``, PTX ISA
+    8.1, sm_90 on): 4 or 2 where they are contiguous and aligned in ``dst`` (decided statically by
+    :func:`~cake_core.lower.tiles.vector_elems`) and held by one thread in consecutive registers (a
+    `rows` tile's columns, a `wgmma_acc` tile's pairs); 1 (scalar) otherwise, into shared memory, for
+    other types and before sm_90."""
+    dst = op.outs[0]
+    if dst.dtype is not DType.F32 or dst.kind is not Kind.GLOBAL or ctx.target.sm < 90 or len(view.sizes) != 2:
+        return 1
+    info = vals.layout
+    if info.name == "rows":
+        run = info.shape[1] if len(info.shape) == 2 else 1
+    elif info.name == "wgmma_acc":
+        run = 2
+    else:
+        return 1
+    return vector_elems(dst, view, ctx.model.env, run)
+
+
+def _red_vector(addr: str, values: list[str]) -> str:
+    """C++ statement: one ``red.global.add.vN.f32`` of ``values`` at ``addr`` (16- or 8-byte aligned)."""
+    regs = ", ".join(f"%{i + 1}" for i in range(len(values)))
+    args = ", ".join(f'"f"({v})' for v in values)
+    return f'asm volatile("red.global.add.v{len(values)}.f32 [%0], {{{regs}}};" :: "l"({addr}), {args} : "memory");'
+
+
+def _scatter_wgmma(op: TypedOp, ctx, view: GlobalView | SharedView, vals: RegView, keys: RegView, width: int) -> None:
+    """``atomic.add`` of a wgmma accumulator's rows: a `wgmma_acc` tile (into [K, C]) or a `wgmma_rows`
+    vector (into [K]) with `wgmma_rows` indices. Thread (warp w, lane l) holds rows ``64*m + 16*w + l/4``
+    and ``+8`` of every 64-row block; of a `wgmma_acc` tile, columns ``8*g + 2*(l%4)`` and ``+1`` of every
+    8-column group (a pair: one ``.v2`` reduction where aligned); of a `wgmma_rows` vector the row's value,
+    which the four lanes of a quad hold alike (lane ``l%4 == 0`` adds it)."""
+    dst, src = op.outs[0], op.ins[0]
+    if keys.layout.name != "wgmma_rows" or vals.layout.name not in ("wgmma_acc", "wgmma_rows"):
+        raise NotLowerable("a wgmma tile is scattered with `wgmma_rows` indices")
+    if vals.layout.shape[0] != keys.layout.shape[0]:
+        raise NotLowerable("values and indices must hold the same rows")
+    ptx, constraint = _RED_TYPES[dst.dtype]  # type: ignore[index]
+    space = "global" if dst.kind is Kind.GLOBAL else "shared"
+    guard = masked(op)
+    for slot in range(keys.layout.regs_per_thread):
+        blk, h = divmod(slot, 2)
+        key = ctx.fresh("key")
+        ctx.line(f"{{ const int {key} = (int)({keys.name}[{slot}]);  // row {blk * 64} + 16 * warp + lane / 4 + {8 * h}")
+        inside = [f"(unsigned){key} < (unsigned)({view.sizes[0]})"] if guard else []
+        if vals.layout.name == "wgmma_rows":
+            bounds = [view.in_bounds([key])] if guard and isinstance(view, GlobalView) else []
+            cond = [f"({ctx.lane} & 3) == 0"] + inside + bounds
+            value = convert(f"{vals.name}[{slot}]", src.dtype, dst.dtype)
+            addr = f'"l"({view.addr([key])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key])}))'
+            ctx.line(f'  if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
+                     f'"{constraint}"({value}) : "memory");}}')  # fmt: skip
+            continue
+        groups = vals.layout.shape[1] // 8
+        for g in range(groups):
+            pair = [(blk * groups + g) * 4 + 2 * h + e for e in range(2)]
+            cols = [f"{g * 8} + (({ctx.lane} & 3) << 1) + {e}" for e in range(2)]
+            values = [convert(f"{vals.name}[{p}]", src.dtype, dst.dtype) for p in pair]
+            conds = [inside + ([view.in_bounds([key, c])] if guard and isinstance(view, GlobalView) else []) for c in cols]
+            if width >= 2:
+                cond = " && ".join(conds[0]) or "true"
+                ctx.line(f"  if ({cond}) {_red_vector(view.addr([key, cols[0]]), values)}")
+                continue
+            for c, v, cd in zip(cols, values, conds, strict=True):
+                addr = f'"l"({view.addr([key, c])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key, c])}))'
+                ctx.line(f'  if ({" && ".join(cd) or "true"}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: '
+                         f'{addr}, "{constraint}"({v}) : "memory");')  # fmt: skip
+        ctx.line("}")
 
 class AtomicAdd(_ScatterAdd):
     name = "atomic.add"
@@ -206,8 +302,8 @@ class AtomicAdd(_ScatterAdd):
     signature = Signature(
         outs=[Slot("dst", {Kind.GLOBAL, Kind.SHARED}, Access.READWRITE, mask_attr="oob", atomic=True,
                    doc="rows [K] or [K, C] the indices select among")],
-        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout"),
-             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `dst`, `rows` layout")],
+        ins=[Slot("src", {Kind.REGISTERS}, doc="values, [R] or [R, C], `rows` layout (or `wgmma_acc` / `wgmma_rows`)"),
+             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `dst`, `rows` layout (`wgmma_rows` with wgmma values)")],
         attrs=[_OOB_SKIP],
     )  # fmt: skip
 

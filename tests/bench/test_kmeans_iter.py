@@ -53,3 +53,10 @@ def test_without_torch_and_a_gpu_it_is_one_error_line(capsys, monkeypatch) -> No
     assert _tool().main(["--schedules", "fused"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: this benchmark needs torch with a CUDA GPU")
+
+
+def test_bad_counts_and_budgets_are_one_error_line(capsys) -> None:
+    for argv in (["--jobs", "0"], ["--reps", "0"], ["--budget-ms", "0"]):
+        assert _tool().main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --jobs, --reps and --runs"), argv

@@ -140,8 +140,8 @@ def test_store_of_an_mma_accumulator_into_shared_memory_compiles() -> None:
     _no_spills(result)
 
 
-@pytest.mark.parametrize(("dst", "ptx"), [("f32", "red.global.add.f32"), ("i32", "red.global.add.s32")])
-def test_atomic_add_is_a_reduction_per_element(dst: str, ptx: str) -> None:
+@pytest.mark.parametrize(("dst", "ptx"), [("f32", "red.global.add.v4.f32"), ("i32", "red.global.add.s32")])
+def test_atomic_add_is_a_reduction_per_element_or_aligned_group(dst: str, ptx: str) -> None:
     source, result = compile_text(SCATTER, {"V": dst, "C": 4})
     _no_spills(result)
     assert ptx in source and "red.shared.add.s32" in source  # the counts go through shared memory

@@ -1,9 +1,11 @@
 """The schedules of the `rows` vocabulary on the GPU, through stage 3 as `cake bench` runs them
 (:func:`~cake_core.loop.benchmark.bench_candidate`: fresh random inputs, outputs poisoned before each run,
-two runs, timing, the problem's full oracle before and after): kmeans-update's ``atomic.cake`` and knn's
-``naive.cake`` and ``fused_topk.cake``, at small ragged shapes in bf16 and f16; and the tiny kernels of
-test_rows.py / test_rows_topk.py, whose GPU outputs must equal the interpreter's (bit for bit where the
-order of additions is fixed: ties included). Marked ``gpu``: skipped cleanly without an NVIDIA driver; the code is compiled for h200 (run them on an H100/H200).
+two runs, timing, the problem's full oracle before and after): kmeans-update's ``atomic.cake`` and
+``vector.cake`` and knn's ``naive.cake`` and ``fused_topk.cake``, at small ragged shapes in bf16 and f16;
+and the tiny kernels of test_rows.py / test_rows_topk.py / test_vector_access.py (vector reductions and
+loads, wgmma layouts), whose GPU outputs must equal the interpreter's (bit for bit where the order of
+additions is fixed: ties included). Marked ``gpu``: skipped cleanly without an NVIDIA driver; the code is
+compiled for h200 (run them on an H100/H200).
 With ``CAKE_RESULTS_DIR`` set every stage-3 measurement is also written there.
 """
 
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 
 from cake_core import pipeline, plugins
+from cake_core.hostdata import encode
 from cake_core.loop.benchmark import bench_candidate
 from cake_core.lower.program import build_plan
 from cake_core.runtime.plan import Timing
@@ -29,6 +32,9 @@ TARGET = "h200"
 #: (problem, schedule, cells): every size ragged against the schedules' tiles (128 rows, 64 points)
 CASES = [
     ("kmeans-update", "kmeans_update/schedules/atomic.cake",
+     [{"B": 2, "N": 1001, "K": 37, "D": 64}, {"B": 1, "N": 333, "K": 130, "D": 128},
+      {"B": 3, "N": 517, "K": 5, "D": 256}]),
+    ("kmeans-update", "kmeans_update/schedules/vector.cake",
      [{"B": 2, "N": 1001, "K": 37, "D": 64}, {"B": 1, "N": 333, "K": 130, "D": 128},
       {"B": 3, "N": 517, "K": 5, "D": 256}]),
     ("knn", "knn/schedules/naive.cake",
@@ -116,3 +122,35 @@ def test_scatters_into_shared_memory_match_the_interpreter(gpu_runner, op: str) 
     assert np.array_equal(got["d"], want["d"])
     keep = (ix >= 0) & (ix < 64)
     assert want["d"].sum() == v[keep].sum()
+
+
+def _scatter_inputs(n: int, k: int, c: int, t: str, seed: int, counts: bool) -> dict:
+    rng = np.random.default_rng(seed)
+    v = rng.integers(-8, 9, size=(n, c)).astype(np.float32)  # small integers: exact sums in any order
+    out = {"v": encode(v, t),
+           "ix": rng.integers(-2, k + 2, size=n).astype(np.int32),  # some outside d: skipped
+           "d": rng.integers(-4, 5, size=(k, c)).astype(np.float32)}  # fmt: skip
+    if counts:
+        out["cnt"] = rng.integers(0, 3, size=k).astype(np.int32)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("c", "w", "cols", "t"), [(8, 8, ":", "f32"), (6, 6, ":", "bf16"), (8, 4, "1 : +4", "f32"),
+                                                   (8, 4, "4 : +4", "bf16")])  # fmt: skip
+def test_vector_scatter_of_rows_matches_the_interpreter(gpu_runner, c, w, cols, t):
+    vec = _tests("test_vector_access")
+    inputs = _scatter_inputs(250, 37, c, t, seed=c + w, counts=False)  # 4 CTAs of 64 rows, the last ragged
+    sizes = {"N": 250, "K": 37, "C": c, "T": t}
+    got, want = _gpu_and_interpreter(gpu_runner, vec._kernel(vec.ROWS, c, w, cols), sizes, inputs)
+    assert np.array_equal(got["d"], want["d"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+def test_wgmma_layout_scatter_matches_the_interpreter(gpu_runner, t):
+    vec = _tests("test_vector_access")
+    inputs = _scatter_inputs(300, 21, 16, t, seed=7, counts=True)  # 3 warpgroups of 128 rows, the last ragged
+    sizes = {"N": 300, "K": 21, "C": 16, "T": t}
+    got, want = _gpu_and_interpreter(gpu_runner, vec._kernel(vec.WGMMA, 16), sizes, inputs)
+    assert np.array_equal(got["d"], want["d"]) and np.array_equal(got["cnt"], want["cnt"])

@@ -157,3 +157,23 @@ def test_the_oracle_catches_a_wrong_assignment_a_wrong_centroid_and_a_lost_empty
     assert not P.check(inputs, {"assign": ref["assign"], "centroids": decode(ref["centroids"], "bf16")},
                        SMALL, "bf16").passed  # fmt: skip
     assert not P.check(inputs, {"assign": ref["assign"]}, SMALL, "bf16").passed
+
+
+def test_the_centroid_facts_are_worked_out_once_for_the_same_points_and_assignments(monkeypatch):
+    """A benchmark judges several implementations on one run's inputs: the float64 facts of a batch come
+    from the cache when the points and assignments are the ones already judged, and anew when either differs."""
+    from cake_core.problems.kmeans_iter import oracle
+
+    calls = []
+    real = oracle.batch_truth
+    monkeypatch.setattr(oracle, "batch_truth", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(oracle, "_TRUTHS", type(oracle._TRUTHS)())
+    inputs = P.make_inputs(SMALL, "bf16", seed=6)
+    ref = P.reference(inputs, SMALL, "bf16")
+    calls.clear()  # (the reference works out its own)
+    assert P.check(inputs, ref, SMALL, "bf16").passed and len(calls) == SMALL["B"]
+    assert P.check(inputs, ref, SMALL, "bf16").passed and len(calls) == SMALL["B"]  # both batches cached
+    moved = ref["assign"].copy()
+    moved[1, 0] = (moved[1, 0] + 1) % SMALL["K"]  # another cluster for one point of batch 1
+    report = P.check(inputs, {"assign": moved, "centroids": ref["centroids"]}, SMALL, "bf16")
+    assert len(calls) == SMALL["B"] + 1 and not report.passed

@@ -1,6 +1,6 @@
 """kmeans-iter on the GPU through stage 3 as `cake bench` runs it (:func:`~cake_core.loop.benchmark.bench_candidate`:
 fresh random inputs, outputs poisoned before each run, two runs, timing, the full oracle before and after):
-``naive.cake`` and ``fused.cake`` at small shapes ragged against their tiles (128 points a CTA, 128
+``naive.cake``, ``fused.cake`` and ``hopper.cake`` at small shapes ragged against their tiles (128 points a CTA, 128
 centroids a tile), in bf16 and f16; and flash-kmeans's iteration, the baseline, through the worker, where
 it is installed. Marked ``gpu``: skipped cleanly without an NVIDIA driver; the code is compiled for h200.
 """
@@ -27,7 +27,7 @@ CELLS = [
     ({"B": 1, "N": 333, "K": 130, "D": 128}, "f16"),
     ({"B": 3, "N": 517, "K": 5, "D": 256}, "bf16"),
 ]
-PARAMS = [(name, cell, dtype) for name in ("naive", "fused") for cell, dtype in CELLS]
+PARAMS = [(name, cell, dtype) for name in ("naive", "fused", "hopper") for cell, dtype in CELLS]
 
 
 @pytest.mark.gpu

@@ -1,7 +1,9 @@
 """kmeans-iter's schedules without a GPU: ``naive.cake`` (assignment, then atomic accumulation and a division,
 as separate launches) and ``fused.cake`` (the assignment's CTA scatters its rows of x from shared memory
-right after the argmin) verify clean for h200, run in the interpreter to the oracle's approval on ragged
-shapes, and planted bugs fail the oracle; the fused one compiles for h200 without spills."""
+right after the argmin) and ``hopper.cake`` (kmeans-assign's warp-specialized TMA + wgmma assignment whose
+consumers scatter their rows, re-read into a wgmma accumulator's layout, with the argmin's indices still in
+registers) verify clean for h200, run in the interpreter to the oracle's approval on ragged shapes, and
+planted bugs fail the oracle; the fused and hopper ones compile for h200 without spills."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
 
 HERE = Path(kmeans_iter.__file__).parent / "schedules"
-LAUNCHES = {"naive": 5, "fused": 3}
+LAUNCHES = {"naive": 5, "fused": 3, "hopper": 4}
 
 #: N ragged against the 128 points of a CTA, K against the 128 centroids of a tile
 SHAPES = [
@@ -64,6 +66,11 @@ def test_schedule_gives_the_oracles_answer(compile_cake, name, shape, dtype):
          "load ai <- assign[b, t * BM : +BM], oob=zero", "tail rows sent to cluster 0"),
         # empty clusters divided without the previous centroid to fall back on
         ("fused", ", c[b, t * R : +R, dc * DC : +DC], oob=zero", ", oob=zero", "empty clusters zeroed"),
+        # the rows past N (zeros from TMA, but with a nearest centroid) each count 1
+        ("hopper", "load one <- ones[row : +ROWS], oob=zero", "fill one, value=1", "rows past N counted"),
+        # each consumer warpgroup scatters the other's rows of x with its own indices
+        ("hopper", "load xv <- x[b, row : +ROWS, dc * DC : +DC], oob=zero",
+         "load xv <- x[b, t * BM + (1 - self) * ROWS : +ROWS, dc * DC : +DC], oob=zero", "rows mismatched"),
         # the update scatters each point by its neighbour's assignment
         ("naive", "load ai <- assign[b, t * R : +R]", "load ai <- assign[b, t * R + 1 : +R]", "wrong clusters"),
     ],
@@ -74,11 +81,19 @@ def test_planted_bugs_fail_the_oracle(compile_cake, plant, name, old, new, what)
     assert not report.passed, what
 
 
-def test_the_fused_schedule_compiles_for_h200_without_spills():
-    """(naive.cake is compiled for h200 by the GPU tests, test_kmeans_iter_gpu.py; here only the fused one,
-    whose accumulator, argmin and scatter share the registers: the one that could spill.)"""
-    cand = pipeline.Candidate.load(HERE / "fused.cake", plugins.registry().get("targets", "h200"))
+@pytest.mark.parametrize(
+    "name,kernels",
+    [("fused", {"cake_prepare", "cake_assign_scatter", "cake_finalize"}),
+     ("hopper", {"cake_prepare", "cake_mark", "cake_assign_scatter", "cake_finalize"})],
+)  # fmt: skip
+def test_the_fused_schedules_compile_for_h200_without_spills(name, kernels):
+    """(naive.cake is compiled for h200 by the GPU tests, test_kmeans_iter_gpu.py; here only the fused ones,
+    whose accumulator, argmin and scatter share the registers: the ones that could spill.)"""
+    cand = pipeline.Candidate.load(HERE / f"{name}.cake", plugins.registry().get("targets", "h200"))
     spec = cand.spec(program_values(cand.check(), P, {"B": 1, "N": 1, "K": 1, "D": 128}, "bf16"))
-    kernels = cand.compile(spec, cache=False).kernels
-    assert {k.split("__")[0] for k in kernels} == {"cake_prepare", "cake_assign_scatter", "cake_finalize"}
-    assert not [k for k, r in kernels.items() if r.spills], kernels
+    result = cand.compile(spec, cache=False)
+    assert {k.split("__")[0] for k in result.kernels} == kernels
+    assert not [k for k, r in result.kernels.items() if r.spills], result.kernels
+    if name == "hopper":  # the scatter's column pairs are vector reductions, its rows of x pairs of 16-bit loads
+        source = cand.build(spec).source
+        assert "red.global.add.v2.f32" in source and "const unsigned cake_v" in source

@@ -3,7 +3,7 @@
 # scatter every CTA's points into them with `atomic.add` (two role instances per CTA, 128 points each:
 # their atomics on the same clusters do not race, and CTAs are unordered anyway); then divide each
 # cluster's sum by its count, where an empty cluster keeps its previous centroid.
-# `load`, `atomic.add` (`red.global.add` per element) and `rowdiv` are lowered for every target.
+# `load`, `atomic.add` (`red.global.add`, four columns at a time from sm_90) and `rowdiv` are lowered for every target.
 program kmeans_update(x: global T[B, N, D], assign: global i32[B, N], c: global T[B, K, D], centroids: global f32[B, K, D], counts: global i32[B, K])
   domain T in {bf16, f16}, B >= 1, N >= 1, K >= 1, D in {64, 128, 256}
   buffer sums: global f32[B, K, D]
