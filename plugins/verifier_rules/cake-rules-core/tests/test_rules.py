@@ -49,6 +49,7 @@ IDS = {
     "CR128": "padded-reduction",
     "CR129": "output-coverage-hole",
     "CR130": "overlapping-output-writes",
+    "CR131": "cluster-shape",
 }
 
 
