@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK, cluster_size
 from cake_core.ir.exprs import Compiled, EvalError, Fn
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.model import KernelModel
@@ -156,19 +157,29 @@ def box_fns(index: tuple[n.Idx, ...], shape: Iterable[Any], comp: Compiled,
 
 
 def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
-    """The plan of one operation of ``model``."""
+    """The plan of one operation of ``model``.
+
+    In a kernel with thread-block clusters of ``C`` CTAs, one CTA stands for every CTA of its cluster
+    (they run the same code): an action that reaches every CTA (``Effect.cluster``) is received ``C``
+    times — an arrival on every CTA's barrier counts ``C`` arrivals here, a multicast copy lands the
+    slices of all ``C`` ranks here (each rank's box is evaluated with ``crank`` at that rank) and
+    completes ``C`` times its bytes."""
     waits, signals, completes, accesses = [], [], [], []
+    peers = cluster_size(model.kernel, model.env)
     for e in of.effects:
         o = e.operand
+        everywhere = peers if getattr(e, "cluster", False) else 1
         if e.tier is Kind.BARRIER and e.barrier is not None and o.name in model.barriers:
             stage = comp(o.stage)
             ring = model.barriers[o.name].stages or 1
             if e.barrier is BarrierAction.WAIT:
                 waits.append((o.name, stage, ring, comp(e.amount), e))
             elif e.barrier is BarrierAction.COMPLETE_TX:
-                completes.append((o.name, stage, ring, comp(e.amount), copy_bytes(of), e))
+                completes.append((o.name, stage, ring, _times(comp(e.amount), everywhere), copy_bytes(of) * everywhere,
+                                  e))  # fmt: skip
             elif e.barrier is not BarrierAction.INIT:
-                signals.append((e.barrier, o.name, stage, ring, comp(e.arrivals), comp(e.amount), e))
+                arrivals = comp(e.arrivals) if e.arrivals is not None or everywhere == 1 else (lambda env: 1)
+                signals.append((e.barrier, o.name, stage, ring, _times(arrivals, everywhere), comp(e.amount), e))
         elif e.tier is Kind.SHARED and e.access is not Access.NONE and o.name in model.smem:
             info = model.smem[o.name]
             dims: list[_DimFn] = []
@@ -178,7 +189,12 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
-            accesses.append((o.name, info.stages is not None and o.stage is not None, dims, flags, e))
+            staged = info.stages is not None and o.stage is not None
+            if everywhere > 1 and flags[1]:
+                for r in range(everywhere):  # every rank's slice lands here
+                    accesses.append((o.name, staged, [(_at_rank(a, r), _at_rank(b, r)) for a, b in dims], flags, e))
+            else:
+                accesses.append((o.name, staged, dims, flags, e))
     prim = of.prim
     pending = comp(of.typed.attr("pending")) if prim.group_wait is not None else None
     relevant = bool(
@@ -189,6 +205,20 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
     binds = [(b.name, comp(b.value)) for b in prim.binds(of.typed)]
     return Plan(of, waits, signals, completes, accesses, pending, relevant or bool(binds), prim.cta_barrier,
                 prim.group, prim.group_commit, prim.group_wait, asynchronous, binds)  # fmt: skip
+
+
+def _times(fn: Fn | None, k: int) -> Fn | None:
+    """``fn`` times ``k`` (``fn`` itself when ``k`` is 1)."""
+    if k == 1 or fn is None:
+        return fn
+    return lambda env: fn(env) * k
+
+
+def _at_rank(fn: Any, rank: int) -> Any:
+    """A compiled box bound evaluated with ``crank`` at ``rank``; a constant extent as it is."""
+    if not callable(fn):
+        return fn
+    return lambda env: fn({**env, CRANK: rank})
 
 
 class _TooLong(Exception):
@@ -338,6 +368,8 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
             base[p.name] = 1
     for v in model.kernel.grid.vars:
         base[v] = cta.get(v, 0) if cta is not None else 0
+    first = model.kernel.grid.vars[0] if model.kernel.grid.vars else None
+    base[CRANK] = base[first] % cluster_size(model.kernel, model.env) if first is not None else 0  # its rank
     for p in model.pipes:
         base[counter(p, PRODUCER)] = base[counter(p, CONSUMER)] = 0
     instances: list[Instance] = []
