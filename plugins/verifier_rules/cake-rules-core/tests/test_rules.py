@@ -50,6 +50,9 @@ IDS = {
     "CR129": "output-coverage-hole",
     "CR130": "overlapping-output-writes",
     "CR131": "cluster-shape",
+    "CR132": "multicast-mask",
+    "CR133": "multicast-release",
+    "CR134": "cluster-barrier-arrivals",
 }
 
 
