@@ -52,7 +52,7 @@ def arrive_everywhere(ctx, addr: str, cluster: int, guard: str = "") -> None:
     ctx.line(f"{head}for (unsigned {r} = 0; {r} < {cluster}u; ++{r}) {{")
     ctx.line(
         f'  asm volatile("{{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; '
-        f'mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }}" :: "r"({addr}), "r"({r}) : "memory");'
+        f'mbarrier.arrive.shared::cluster.b64 _, [ra]; }}" :: "r"({addr}), "r"({r}) : "memory");'
     )
     ctx.line("}")
 

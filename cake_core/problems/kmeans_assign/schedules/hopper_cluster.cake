@@ -32,7 +32,7 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
   const XS = min(2, 256 / D), S = max(2, 256 / D)
   const ROWS = BM / WG, C = 2, SLICE = BN / C
   # a work item is C row tiles of one batch, one per rank; the grid is whole clusters
-  grid (w) over (min(SMS / C, B * cdiv(cdiv(N, BM), C)) * C)
+  grid (w) over (max(1, min(SMS / C, B * cdiv(cdiv(N, BM), C))) * C)
   cta warps 4 + 4 * WG occupancy 1 cluster (C)
   smem xs: T[XS][BM, D] swizzle 128B
   smem cs: T[S][BN, D] swizzle 128B
@@ -44,7 +44,7 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
   role producer warps 0..4 regs 40:
     let PT = cdiv(cdiv(N, BM), C)
     let ITEMS = B * PT
-    let G = min(SMS / C, ITEMS)
+    let G = max(1, min(SMS / C, ITEMS))
     let NC = cdiv(K, BN)
     for item in w / C .. ITEMS step G:
       let b = item / PT
@@ -61,7 +61,7 @@ kernel assign(x: global T[B, N, D], c: global T[B, K, D], c_sq: global f32[B, KP
     reg bi: i32[ROWS] layout wgmma_rows
     let PT = cdiv(cdiv(N, BM), C)
     let ITEMS = B * PT
-    let G = min(SMS / C, ITEMS)
+    let G = max(1, min(SMS / C, ITEMS))
     let NC = cdiv(K, BN)
     for item in w / C .. ITEMS step G:
       let b = item / PT
