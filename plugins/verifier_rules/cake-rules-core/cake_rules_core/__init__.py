@@ -33,10 +33,10 @@ CR127     read-of-unwritten-shared        every element of shared memory read is
 CR128     padded-reduction                argmin/top-k columns past a tensor's extent (zero-filled) excluded by a limit or mask
 CR129     output-coverage-hole            every output element written by some CTA, for every sampled shape
 CR130     overlapping-output-writes       no output element written by two role instances or two CTAs
-CR131     cluster-shape                   cluster extents >= 1, at most 8 CTAs, grid extents whole clusters for every size
-CR132     multicast-mask                  multicast copies only with a cluster; the ranks' slices tile their stage exactly
-CR133     multicast-release               a multicast stage released in every CTA (cluster pipe, `arrive ..., cluster`, C x count)
-CR134     cluster-barrier-arrivals        `cluster.sync` reached equally often by every thread of every CTA of the cluster
+CR131     cluster-shape                   cluster extents >= 1, at most 8 CTAs, a grid of whole clusters for every size
+CR132     multicast-mask                  multicast only within a cluster; the ranks' slices tile their stage exactly
+CR133     multicast-release               multicast stages released in every CTA (cluster pipes, cluster arrivals)
+CR134     cluster-barrier-arrivals        `cluster.sync` reached equally often by every thread of every CTA of a cluster
 ========  ==============================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -51,7 +51,9 @@ from cake_core.verify.rule import Rule
 
 from cake_rules_core.alignment import CpAsyncSizeAlignment, VectorAccessAlignment
 from cake_rules_core.bounds import UnmaskedOutOfBounds
-from cake_rules_core.clusters import ClusterBarrierArrivals, ClusterShape, MulticastMask, MulticastRelease
+from cake_rules_core.clusters import (
+    ClusterBarrierArrivals, ClusterShape, MulticastMask, MulticastRelease,
+)  # fmt: skip
 from cake_rules_core.coverage import OutputCoverageHole, OverlappingOutputWrites
 from cake_rules_core.features import MissingFeature
 from cake_rules_core.instance_sync import MissingInstanceBarrier, ReleaseBeforeInstanceSync

@@ -419,7 +419,8 @@ the barrier for every sampled shape before any run.
                 for s in inner:
                     if isinstance(s, n.Op) and is_cluster_barrier(model, s) and id(s) not in reported:
                         reported.add(id(s))
-                        kind = "an `if` whose condition depends" if isinstance(stmt, n.If) else "a loop whose bounds depend"
+                        kind = ("an `if` whose condition depends" if isinstance(stmt, n.If)
+                                else "a loop whose bounds depend")  # fmt: skip
                         yield self.at(
                             s.loc,
                             f"`{s.name}` in role `{info.role.name}` is under {kind} on `{why}`: "

@@ -127,7 +127,8 @@ misalign (`K = 101` f32 elements are 404 bytes). A misaligned shared destination
             )
             return
 
-    def _row_slice(self, ctx: RuleContext, name: str, s: Operand, info, item: n.Span) -> Iterator[Diagnostic]:  # noqa: ANN001
+    def _row_slice(self, ctx: RuleContext, name: str, s: Operand, info,  # noqa: ANN001
+                   item: n.Span) -> Iterator[Diagnostic]:  # fmt: skip
         """A copy into a slice of a stage's rows: its first row is known from constants and `crank` (for each
         rank of the cluster), on the swizzle atom of 8 rows, and the bytes before it keep the destination
         aligned."""
@@ -147,6 +148,7 @@ misalign (`K = 101` f32 elements are 404 bytes). A misaligned shared destination
         width = SWIZZLE_BYTES.get(info.swizzle or "", 0)
         pitch = width if width else info.row_stride * info.dtype.bytes
         need = WGMMA_ALIGN if info.swizzle == "128B" and read_by_wgmma(ctx, info.decl.name) else SHARED_ALIGN
+        step = SWIZZLE_ATOM_ROWS if width else need // math.gcd(need, pitch)
         for v in rows:
             assert v is not None
             if width and v % SWIZZLE_ATOM_ROWS:
@@ -158,7 +160,7 @@ misalign (`K = 101` f32 elements are 404 bytes). A misaligned shared destination
             each = f" (rank {rows.index(v)})" if len(rows) > 1 else ""
             yield self.at(loc, f"`{name}` copies into `{text(s.expr)}`, which starts at row {v}{each}: {why}",
                           label=f"starts at row {v}", secondary=decl,
-                          help=f"start every slice at a multiple of {SWIZZLE_ATOM_ROWS if width else need // math.gcd(need, pitch)} rows")  # fmt: skip
+                          help=f"start every slice at a multiple of {step} rows")  # fmt: skip
             return
 
     def _box(self, name: str, s: Operand, info, elem: int) -> Iterator[Diagnostic]:  # noqa: ANN001
