@@ -168,7 +168,7 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
     peers = cluster_size(model.kernel, model.env)
     for e in of.effects:
         o = e.operand
-        everywhere = peers if getattr(e, "cluster", False) else 1
+        everywhere = peers if e.cluster else 1
         if e.tier is Kind.BARRIER and e.barrier is not None and o.name in model.barriers:
             stage = comp(o.stage)
             ring = model.barriers[o.name].stages or 1
@@ -354,11 +354,10 @@ class SampleRun:
             yield from t
 
 
-def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
-             cta: Mapping[str, int] | None = None) -> SampleRun:
-    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
-    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
-    index outside its ring, an expression without a value)."""
+def cta_env(model: KernelModel, sample: Sample, cta: Mapping[str, int] | None = None) -> Env:
+    """What one CTA's role bodies start from at ``sample``: the constants, the sizes, the simulated
+    ``SMS``, scalar parameters at 1, the grid coordinates ``cta`` (each 0 where not given) and the
+    CTA's rank in its cluster, ``crank``."""
     base: Env = dict(model.env)
     base.update(sample.sizes)
     if sample.sms is not None:
@@ -369,7 +368,16 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
     for v in model.kernel.grid.vars:
         base[v] = cta.get(v, 0) if cta is not None else 0
     first = model.kernel.grid.vars[0] if model.kernel.grid.vars else None
-    base[CRANK] = base[first] % cluster_size(model.kernel, model.env) if first is not None else 0  # its rank
+    base[CRANK] = base[first] % cluster_size(model.kernel, model.env) if first is not None else 0
+    return base
+
+
+def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
+             cta: Mapping[str, int] | None = None) -> SampleRun:
+    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
+    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
+    index outside its ring, an expression without a value)."""
+    base = cta_env(model, sample, cta)
     for p in model.pipes:
         base[counter(p, PRODUCER)] = base[counter(p, CONSUMER)] = 0
     instances: list[Instance] = []

@@ -15,6 +15,7 @@ import attrs
 import numpy as np
 
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK
 from cake_core.ir.exprs import Compiled, EvalError
 from cake_core.ir.model import KernelModel, RoleInfo
 from cake_core.ir.primitive import Access, Effect, Kind
@@ -22,8 +23,8 @@ from cake_core.verify.facts import OpFacts, facts
 from cake_core.verify.samples import Sample, sizes
 from cake_core.verify.domain import KernelDomain
 from cake_core.verify.scopes import BinderKind
+from cake_core.verify.traces import cta_env
 
-CRANK = "crank"  # the name every role body reads its CTA's rank in the cluster by
 _WRITES = (Access.WRITE, Access.READWRITE)
 #: the most statements :func:`barrier_counts` walks for one role instance before giving up
 WALK_BUDGET = 20000
@@ -36,7 +37,7 @@ def multicasts(model: KernelModel) -> list[tuple[OpFacts, Effect]]:
     reaches every CTA of the cluster, ``Effect.cluster``), in source order."""
     return [
         (of, e) for of in facts(model).ops for e in of.effects
-        if getattr(e, "cluster", False) and e.tier is Kind.SHARED and e.access in _WRITES and e.operand.name
+        if e.cluster and e.tier is Kind.SHARED and e.access in _WRITES and e.operand.name
     ]  # fmt: skip
 
 
@@ -50,20 +51,6 @@ def samples(model: KernelModel) -> list[Sample]:
         if sample not in out:
             out.append(sample)
     return out
-
-
-def base_env(model: KernelModel, sample: Sample) -> Env:
-    """Constants, sizes, the simulated ``SMS``, scalars at 1, every grid variable 0."""
-    env: Env = dict(model.env)
-    env.update(sample.sizes)
-    if sample.sms is not None:
-        env["SMS"] = sample.sms
-    for p in model.kernel.params:
-        if p.tier == "scalar":
-            env[p.name] = 1
-    for v in model.kernel.grid.vars:
-        env[v] = 0
-    return env
 
 
 # -- the slices of a multicast stage -----------------------------------------------------------------
@@ -122,7 +109,7 @@ def slice_faults(domain: KernelDomain, of: OpFacts, e: Effect, cluster: int, com
         return None
     shape = info.shape
     for sample in samples(model):
-        env = _scope_env(domain, of, base_env(model, sample), comp)
+        env = _scope_env(domain, of, cta_env(model, sample), comp)
         if env is None:
             continue
         boxes = []
@@ -156,7 +143,7 @@ def slice_faults(domain: KernelDomain, of: OpFacts, e: Effect, cluster: int, com
 
 def is_cluster_barrier(model: KernelModel, op: n.Op) -> bool:
     typed = model.by_op.get(id(op))
-    return typed is not None and getattr(typed.prim, "cluster_barrier", False) is True
+    return typed is not None and typed.prim.cluster_barrier is True
 
 
 def _holds(body: tuple[n.Stmt, ...], model: KernelModel) -> bool:
@@ -213,7 +200,7 @@ def reaches(model: KernelModel, cluster: int, comp: Compiled) -> Iterator[list[R
     last cluster of the grid reaches (a sample whose walk does not evaluate is left out)."""
     k = model.kernel
     for sample in samples(model):
-        env0 = base_env(model, sample)
+        env0 = cta_env(model, sample)
         try:
             first = int(comp(k.grid.extents[0])(env0))  # type: ignore[misc]
         except (EvalError, ZeroDivisionError, TypeError, ValueError):

@@ -9,19 +9,22 @@ sizes for every rank (:mod:`cake_rules_core.cluster_facts`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK
+from cake_core.ir.cluster import cluster_size as ir_cluster_size
+from cake_core.ir.exprs import try_int
 from cake_core.ir.printer import expr as text
 from cake_core.target import Feature
-from cake_core.verify.rule import Rule, RuleContext
-from cake_core.ir.exprs import try_int
 from cake_core.verify.facts import facts
+from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.traces import compiler
 from cake_core.verify.verdicts import Status
 
-from cake_rules_core.cluster_facts import CRANK, is_cluster_barrier, multicasts, reaches, slice_faults, tainted_names
+from cake_rules_core.cluster_facts import is_cluster_barrier, multicasts, reaches, slice_faults, tainted_names
 from cake_rules_core.rings import release_of
 
 #: the largest cluster every sm_90+ part launches (larger ones need a non-portable opt-in Cake does not ask for)
@@ -35,13 +38,8 @@ def cluster_dims(ctx: RuleContext) -> tuple[int | None, ...]:
 
 
 def cluster_size(ctx: RuleContext) -> int:
-    """How many CTAs one cluster holds (1 without a cluster, or where an extent is not known)."""
-    size = 1
-    for d in cluster_dims(ctx):
-        if d is None or d < 1:
-            return 1
-        size *= d
-    return size
+    """How many CTAs one cluster of the kernel holds (1 without a cluster)."""
+    return ir_cluster_size(ctx.kernel, ctx.model.env)
 
 
 class ClusterShape(Rule):
@@ -99,7 +97,7 @@ points at the grid line before any run, for every shape of the domain.
                 )
         if bad:
             return
-        size = cluster_size(ctx)
+        size = math.prod(d for d in dims if d is not None)
         if size > PORTABLE_CLUSTER:
             yield self.at(
                 k.cta.loc,
@@ -288,7 +286,7 @@ match cluster-wide arrivals is also CR111's finding.
             seen.add(buf)
             pipe = next((p for p in ctx.kernel.pipes if buf in p.buffers), None)
             if pipe is not None:
-                if not getattr(pipe, "cluster", False):
+                if not pipe.cluster:
                     yield self.at(
                         pipe.loc,
                         f"pipe `{pipe.name}` carries multicast copies into `{buf}` but is not a cluster pipe: a "
@@ -303,7 +301,7 @@ match cluster-wide arrivals is also CR111's finding.
             release = release_of(kf, buf)
             if release is None:
                 continue  # no empty barrier to speak of: the protocol rules say what is missing
-            local = [(o, a) for o, a in release.arrivals if not getattr(a, "cluster", False)]
+            local = [(o, a) for o, a in release.arrivals if not a.cluster]
             if local:
                 o, _ = local[0]
                 yield self.at(
@@ -434,7 +432,7 @@ the barrier for every sampled shape before any run.
                         break
         if reported:
             return
-        size = max(cluster_size(ctx), 1)
+        size = cluster_size(ctx)
         comp = compiler(model)
         first = {info.role.name: s for info, s in reversed(syncs)}
         for run in reaches(model, size, comp):

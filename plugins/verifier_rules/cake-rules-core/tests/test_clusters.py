@@ -11,7 +11,7 @@ from cake_core import cli
 from cake_core.ir.parser import parse_file
 from cake_core.pipeline import Candidate
 from cake_core.verify.protocol import protocol
-from cake_core.verify.runner import check_registered, verify_source
+from cake_core.verify.runner import check_registered
 
 SCHEDULES = Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules"
 PIPE = "hopper_cluster.cake"
