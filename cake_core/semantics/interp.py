@@ -19,7 +19,10 @@ loop of the last kernel writing it that should have covered them (:func:`cake_co
 
 **Launch.** Every CTA of the grid runs in turn, the first grid variable varying fastest. CTAs are
 independent here: nothing orders them on a GPU either, and the interpreter does not look for races
-between CTAs.
+between CTAs — except those of one thread-block cluster (``cta ... cluster (C)``: ``C`` consecutive
+CTAs along the first grid variable, ``crank`` each one's rank), which run together under one scheduler
+with one clock numbering and race tracker; a multicast copy lands, and a cluster arrival arrives, in
+every member (:mod:`cake_core.semantics.cluster`).
 
 **CTA.** Each role instance runs the role's body on logical tiles: ``self`` is the instance index;
 grid variables, runtime sizes, constants, loop variables and ``let`` values are plain integers
@@ -34,7 +37,8 @@ interpreter never looks at primitive names. Per execution, in order:
 1. waits (``BarrierAction.WAIT``): block until the barrier phase of the wanted parity completes —
    the effect's ``amount`` when the primitive gives one, else the parity of the instance's own count of
    waits on that barrier stage (the derived phase bit);
-2. a CTA barrier (``cta_barrier``): block until every instance of the CTA has arrived;
+2. a CTA barrier (``cta_barrier``): block until every instance of the CTA has arrived; a cluster
+   barrier (``cluster_barrier``): until every instance of every CTA of the cluster has;
 3. a group wait (``group_wait = G``): complete, in order, all but the ``pending`` most recent
    committed groups ``G`` of this instance;
 4. resolve every tile operand to a region; an unmasked access outside its tensor is a fault (CS001)

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
-from cake_core.ir.cluster import CRANK, cluster_size
+from cake_core.ir.cluster import CRANK, cluster_size, crank
 from cake_core.ir.exprs import Compiled, EvalError, Fn
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.model import KernelModel
@@ -157,29 +157,27 @@ def box_fns(index: tuple[n.Idx, ...], shape: Iterable[Any], comp: Compiled,
 
 
 def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
-    """The plan of one operation of ``model``.
-
-    In a kernel with thread-block clusters of ``C`` CTAs, one CTA stands for every CTA of its cluster
-    (they run the same code): an action that reaches every CTA (``Effect.cluster``) is received ``C``
-    times — an arrival on every CTA's barrier counts ``C`` arrivals here, a multicast copy lands the
-    slices of all ``C`` ranks here (each rank's box is evaluated with ``crank`` at that rank) and
-    completes ``C`` times its bytes."""
+    """The plan of one operation of ``model``."""
     waits, signals, completes, accesses = [], [], [], []
-    peers = cluster_size(model.kernel, model.env)
+    # one CTA of a thread-block cluster stands for all: its peers run the same program (their `crank`
+    # aside), so what a cluster effect does in every CTA arrives here from each of them
+    size = cluster_size(model.kernel, model.env)
     for e in of.effects:
         o = e.operand
-        everywhere = peers if e.cluster else 1
+        peers = size if e.cluster else 1
         if e.tier is Kind.BARRIER and e.barrier is not None and o.name in model.barriers:
             stage = comp(o.stage)
             ring = model.barriers[o.name].stages or 1
             if e.barrier is BarrierAction.WAIT:
                 waits.append((o.name, stage, ring, comp(e.amount), e))
             elif e.barrier is BarrierAction.COMPLETE_TX:
-                completes.append((o.name, stage, ring, _times(comp(e.amount), everywhere), copy_bytes(of) * everywhere,
-                                  e))  # fmt: skip
+                amount = n.Bin("*", e.amount, n.Num(peers)) if peers > 1 and e.amount is not None else e.amount
+                completes.append((o.name, stage, ring, comp(amount), copy_bytes(of) * peers, e))
             elif e.barrier is not BarrierAction.INIT:
-                arrivals = comp(e.arrivals) if e.arrivals is not None or everywhere == 1 else (lambda env: 1)
-                signals.append((e.barrier, o.name, stage, ring, _times(arrivals, everywhere), comp(e.amount), e))
+                arrivals = e.arrivals
+                if peers > 1 and e.barrier in (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX):
+                    arrivals = n.Bin("*", arrivals or n.Num(1), n.Num(peers))
+                signals.append((e.barrier, o.name, stage, ring, comp(arrivals), comp(e.amount), e))
         elif e.tier is Kind.SHARED and e.access is not Access.NONE and o.name in model.smem:
             info = model.smem[o.name]
             dims: list[_DimFn] = []
@@ -189,12 +187,9 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
-            staged = info.stages is not None and o.stage is not None
-            if everywhere > 1 and flags[1]:
-                for r in range(everywhere):  # every rank's slice lands here
-                    accesses.append((o.name, staged, [(_at_rank(a, r), _at_rank(b, r)) for a, b in dims], flags, e))
-            else:
-                accesses.append((o.name, staged, dims, flags, e))
+            for r in range(peers):  # a multicast write: each rank's box lands here too
+                at = dims if peers == 1 else [tuple(_at_rank(f, r) for f in d) for d in dims]
+                accesses.append((o.name, info.stages is not None and o.stage is not None, at, flags, e))
     prim = of.prim
     pending = comp(of.typed.attr("pending")) if prim.group_wait is not None else None
     relevant = bool(
@@ -207,15 +202,8 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
                 prim.group, prim.group_commit, prim.group_wait, asynchronous, binds)  # fmt: skip
 
 
-def _times(fn: Fn | None, k: int) -> Fn | None:
-    """``fn`` times ``k`` (``fn`` itself when ``k`` is 1)."""
-    if k == 1 or fn is None:
-        return fn
-    return lambda env: fn(env) * k
-
-
-def _at_rank(fn: Any, rank: int) -> Any:
-    """A compiled box bound evaluated with ``crank`` at ``rank``; a constant extent as it is."""
+def _at_rank(fn: Fn | int | None, rank: int) -> Fn | int | None:
+    """``fn`` evaluated as the CTA of cluster rank ``rank`` would (``crank`` bound to it); a constant as is."""
     if not callable(fn):
         return fn
     return lambda env: fn({**env, CRANK: rank})
@@ -357,7 +345,7 @@ class SampleRun:
 def cta_env(model: KernelModel, sample: Sample, cta: Mapping[str, int] | None = None) -> Env:
     """What one CTA's role bodies start from at ``sample``: the constants, the sizes, the simulated
     ``SMS``, scalar parameters at 1, the grid coordinates ``cta`` (each 0 where not given) and the
-    CTA's rank in its cluster, ``crank``."""
+    CTA's rank in its thread-block cluster, ``crank``."""
     base: Env = dict(model.env)
     base.update(sample.sizes)
     if sample.sms is not None:
@@ -367,8 +355,8 @@ def cta_env(model: KernelModel, sample: Sample, cta: Mapping[str, int] | None = 
             base[p.name] = 1
     for v in model.kernel.grid.vars:
         base[v] = cta.get(v, 0) if cta is not None else 0
-    first = model.kernel.grid.vars[0] if model.kernel.grid.vars else None
-    base[CRANK] = base[first] % cluster_size(model.kernel, model.env) if first is not None else 0
+    if model.kernel.grid.vars:  # the CTA's rank in its thread-block cluster
+        base[CRANK] = crank(model.kernel, model.env, int(base[model.kernel.grid.vars[0]]))
     return base
 
 

@@ -76,3 +76,16 @@ def test_nvrtc_compiles_it_without_spills_and_the_copies_are_multicast() -> None
     text = sass.disassemble(result.cubin)
     assert re.search(r"UTMALDG\.\dD\.MULTICAST", text), "no multicast bulk copy in the SASS"
     assert "UCGABAR_ARV" in text and "UCGABAR_WAIT" in text
+
+
+def test_a_multicast_copy_reads_its_slice_once_and_writes_it_to_every_cta() -> None:
+    from cake_core.ir.sema import CheckCtx
+
+    reg = plugins.registry()
+    target = reg.get("targets", "h200")
+    prims = {p.name: p for p in reg.values("primitives")}
+    checked = check_module(parse((SCHEDULES / "hopper_cluster.cake").read_text()), prims, target)
+    model = next(m for (k, spec), m in checked.models.items() if k == "assign" and spec.env["D"] == 128)
+    (copy,) = [t for t in model.ops if t.op.name == "tma.load" and t.attr("multicast") is not None]
+    cost = copy.prim.cost(copy, CheckCtx(model, copy.role, target))
+    assert cost.global_bytes == 64 * 128 * 2 and cost.shared_bytes == 2 * 64 * 128 * 2

@@ -115,3 +115,19 @@ def test_a_cluster_sync_one_rank_skips_deadlocks() -> None:
 def test_a_grid_of_part_clusters_is_refused() -> None:
     with pytest.raises(CakeUserError, match="not a multiple of its cluster size 2"):
         run_program(_cluster_kernel("cluster.sync", grid=3), {}, {"N": 24})
+
+
+def test_the_protocol_replay_counts_the_peers_arrivals_and_bytes() -> None:
+    # the replay runs one CTA of a cluster standing for all: cluster arrivals and multicast bytes arrive C
+    # times, multicast writes cover every rank's slice; an arrival that forgets the peer is CR111
+    from cake_core.verify.runner import verify_source
+
+    target = plugins.registry().get("targets", "h200")
+    replayed = {"CR111", "CR112", "CR127"}
+    one = EXPLICIT.read_text().replace("T in {bf16, f16}", "T in {bf16}").replace("D in {64, 128, 256}", "D in {64}")
+    assert one.count("D in {64}") == 3  # one specialization of each kernel: the program's and both kernels'
+    good = verify_source(one, str(EXPLICIT), target)
+    assert not replayed & {d.code for d in good.diagnostics}, [d.message for d in good.diagnostics]
+    text = one.replace("mbarrier.arrive cempty[s], cluster", "mbarrier.arrive cempty[s]")
+    bad = verify_source(text, "forgets_peer.cake", target)
+    assert "CR111" in {d.code for d in bad.diagnostics}
