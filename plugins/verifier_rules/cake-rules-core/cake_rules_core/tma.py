@@ -119,8 +119,8 @@ misalign (`K = 101` f32 elements are 404 bytes). A misaligned shared destination
             yield self.at(
                 item.loc if item.loc.line else s.expr.loc,
                 f"`{name}` copies into `{text(s.expr)}`, which starts at `{text(start)}` inside its stage along "
-                f"dimension {d + 1}: the copy lands at the start of a row",
-                label="starts inside the rows",
+                f"dimension {d + 1}: the copy lands at the start of {'the stage' if d == 0 else 'a row'}",
+                label="starts inside the stage" if d == 0 else "starts inside the rows",
                 secondary=(Label(info.decl.loc, f"`{info.decl.name}` declared here"),),
                 help="copy whole rows of a stage (a slice of its rows, `[r0 : +R, :]`), or give each part its own "
                 "buffer",
