@@ -10,7 +10,6 @@ import pytest
 from cake_core import cli
 from cake_core.ir.parser import parse_file
 from cake_core.pipeline import Candidate
-from cake_core.verify.expectations import check_file
 from cake_core.verify.protocol import protocol
 from cake_core.verify.runner import check_registered
 
@@ -77,33 +76,3 @@ def test_a_multicast_lands_every_ranks_slice_in_the_expected_bytes(pack_registry
     assert [d.code for d in report.diagnostics] == ["CR112"], report.diagnostics
     # at D=64 each rank copies 64 x 64 bf16 into both CTAs: 2 x 8192 bytes of `cs` land on each `cfull`
     assert "deliver 16896 (`tma.load` at line 63: 16384 + " in report.diagnostics[0].message
-
-
-CORPUS = Path(__file__).parent / "corpus"
-
-
-def _diags(registry, rel: str):
-    outcome = check_file(CORPUS / rel, registry)
-    assert outcome.ok, outcome.explain()
-    return outcome.diagnostics
-
-
-def test_cr131_points_at_the_grid_with_the_sizes_that_break_it(registry) -> None:
-    (d,) = _diags(registry, "CR131/invalid_ragged_grid.cake")
-    assert d.message == ("kernel `norms`'s grid is not a whole number of clusters of 2 along `t` (x) when N=1: "
-                         "the extent of `t` is 1")  # fmt: skip
-    assert d.primary.line == 7 and d.label == "`cdiv(N, R)` must be a multiple of 2"
-    assert [s.loc.line for s in d.secondary] == [8]
-
-
-def test_cr132_names_the_element_and_the_ranks(registry) -> None:
-    hole, overlap = _diags(registry, "CR132/invalid_slices.cake")
-    assert hole.message.endswith("no rank writes `cs[64, 0]`")
-    assert overlap.message.endswith("ranks 0 and 1 both write `cs[32, 0]`")
-    assert "[0..63, 0..63]; [32..95, 0..63]" in overlap.notes[0]
-
-
-def test_cr134_names_the_ctas_and_roles_that_differ(registry) -> None:
-    (d,) = _diags(registry, "CR134/invalid_uneven_tiles.cake")
-    assert "role `all` of the CTA at first grid index 0 reaches the cluster barriers once" in d.message
-    assert "role `all` of the CTA at first grid index 1 0 times" in d.message
