@@ -104,7 +104,9 @@ Where this differs from a GPU
   the wait is always reported, never lucky.
 * A copy of an asynchronous group that also signals a barrier keeps its own clock; its issuing
   instance is ordered after it at its group wait without a CTA barrier.
-* Global memory is checked for races only inside one CTA, and only for tensors the kernel writes.
+* Global memory is checked for races only inside one CTA (one cluster), and only for tensors the kernel
+  writes. A CTA reaches its peers' shared memory only through multicast copies and cluster arrivals:
+  no primitive loads or stores distributed shared memory yet.
 * A fault ends the whole run, not only its launch: on a GPU it poisons the context, so no later
   launch of the program would run either.
 * Shared-memory padding, swizzles and fragment layouts do not change values: tiles are logical.
