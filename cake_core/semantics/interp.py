@@ -593,8 +593,9 @@ class Interpreter:
                     nbytes = int(self.effect_value(a, e.amount, op))
                 else:
                     nbytes = transfer.nbytes if transfer is not None else 0
-            count = int(self.effect_value(a, e.arrivals, op)) if e.barrier in ARRIVES and e.arrivals is not None else 0
-            released = a.release(count, op, t) if count else a.vc
+            counted = e.barrier in ARRIVES and e.arrivals is not None
+            count = int(self.effect_value(a, e.arrivals, op)) if counted else 0
+            released = a.release(count, op, t) if counted else a.vc
             for bar in everywhere(a, e, op, self.eval, self.findings):  # a cluster arrival reaches every CTA
                 if e.barrier not in ARRIVES:
                     bar.signal(nbytes)
