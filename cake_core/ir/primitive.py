@@ -293,6 +293,9 @@ class LowerContext(Protocol):
     @property
     def threads(self) -> int: ...  # threads of the role instance
 
+    @property
+    def cluster(self) -> int: ...  # CTAs in the kernel's thread-block cluster (1 without one)
+
     def line(self, code: str) -> None: ...
 
     def c(self, e: n.Expr) -> str: ...  # C++ text of an IR expression

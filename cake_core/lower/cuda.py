@@ -385,7 +385,8 @@ class KernelLowering:
         self.line("const int cake_lane = cake_tid & 31;")
         for axis, v in zip("xyz", k.grid.vars, strict=False):
             self.line(f"const int {c_name(v)} = blockIdx.{axis};")
-        self.line(f"[[maybe_unused]] const int {CRANK} = {f'(int)(blockIdx.x % {self.cluster}u)' if self.cluster > 1 else '0'};")
+        rank = f"(int)(blockIdx.x % {self.cluster}u)" if self.cluster > 1 else "0"  # consecutive along the first
+        self.line(f"[[maybe_unused]] const int {CRANK} = {rank};")
         self.line("(void)cake_lane; (void)cake_warp;")
         for r in m.roles:
             self.role = r

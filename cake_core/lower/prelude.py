@@ -32,4 +32,6 @@ __device__ __forceinline__ unsigned cake_swizzled(unsigned a, unsigned mask) { r
 
 #: a cluster barrier: every thread of every CTA of the cluster arrives (releasing its writes), then waits
 #: (acquiring the peers'); the lowering adds one after barrier init and one at exit of a clustered kernel
-CLUSTER_SYNC = 'asm volatile("barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");'
+CLUSTER_SYNC = (
+    'asm volatile("barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");'
+)

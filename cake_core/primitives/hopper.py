@@ -96,7 +96,9 @@ class TmaLoad(Primitive):
         bar = ctx.barrier_addr(op.operand("bar"))
         cluster = ctx.cluster if op.attr("multicast") is not None else 1
         # every CTA of the cluster receives the box (and its barrier the bytes): ctaMask (1 << C) - 1
-        mcast, mask = (".multicast::cluster", f', "h"((unsigned short){(1 << cluster) - 1})') if cluster > 1 else ("", "")
+        mcast, mask = "", ""
+        if cluster > 1:
+            mcast, mask = ".multicast::cluster", f', "h"((unsigned short){(1 << cluster) - 1})'
         # coordinates innermost first; the innermost advances by one swizzle panel per copy
         coords = list(reversed(g.starts))
         rank = len(coords)

@@ -104,7 +104,9 @@ Where this differs from a GPU
   the wait is always reported, never lucky.
 * A copy of an asynchronous group that also signals a barrier keeps its own clock; its issuing
   instance is ordered after it at its group wait without a CTA barrier.
-* Global memory is checked for races only inside one CTA, and only for tensors the kernel writes.
+* Global memory is checked for races only inside one CTA (one cluster), and only for tensors the kernel
+  writes. A CTA reaches its peers' shared memory only through multicast copies and cluster arrivals:
+  no primitive loads or stores distributed shared memory yet.
 * A fault ends the whole run, not only its launch: on a GPU it poisons the context, so no later
   launch of the program would run either.
 * Shared-memory padding, swizzles and fragment layouts do not change values: tiles are logical.
@@ -591,8 +593,9 @@ class Interpreter:
                     nbytes = int(self.effect_value(a, e.amount, op))
                 else:
                     nbytes = transfer.nbytes if transfer is not None else 0
-            count = int(self.effect_value(a, e.arrivals, op)) if e.barrier in ARRIVES and e.arrivals is not None else 0
-            released = a.release(count, op, t) if count else a.vc
+            counted = e.barrier in ARRIVES and e.arrivals is not None
+            count = int(self.effect_value(a, e.arrivals, op)) if counted else 0
+            released = a.release(count, op, t) if counted else a.vc
             for bar in everywhere(a, e, op, self.eval, self.findings):  # a cluster arrival reaches every CTA
                 if e.barrier not in ARRIVES:
                     bar.signal(nbytes)

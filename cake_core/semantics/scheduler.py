@@ -138,7 +138,8 @@ class InterpCta(Cta):
             self.comps = itertools.count()
             self.partial: list[PartialRelease] = []  # arrivals by fewer threads than their instance has
         else:
-            self.inflight, self.tracker, self.comps, self.partial = peer.inflight, peer.tracker, peer.comps, peer.partial
+            self.inflight, self.tracker = peer.inflight, peer.tracker
+            self.comps, self.partial = peer.comps, peer.partial
 
     def partial_release(self, rec: Record) -> PartialRelease | None:
         """The latest arrival by fewer threads than its instance has that ``rec`` is unordered against."""

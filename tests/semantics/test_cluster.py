@@ -131,3 +131,12 @@ def test_the_protocol_replay_counts_the_peers_arrivals_and_bytes() -> None:
     text = one.replace("mbarrier.arrive cempty[s], cluster", "mbarrier.arrive cempty[s]")
     bad = verify_source(text, "forgets_peer.cake", target)
     assert "CR111" in {d.code for d in bad.diagnostics}
+
+
+def test_a_cluster_of_more_than_one_dimension_is_refused_in_one_line() -> None:
+    prims = {p.name: p for p in plugins.registry().values("primitives")}
+    flat = CLUSTER_SYNC.replace("SYNC", "cluster.sync").replace("GRID", "4")
+    assert check_module(parse(flat.replace("cluster (2)", "cluster (2, 1)")), prims).ok
+    checked = check_module(parse(flat.replace("cluster (2)", "cluster (2, 2)")), prims)
+    (error,) = [d for d in checked.diagnostics if d.is_error]
+    assert "clusters are one-dimensional here" in error.message
