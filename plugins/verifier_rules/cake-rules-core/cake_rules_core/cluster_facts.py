@@ -58,29 +58,29 @@ def samples(model: KernelModel) -> list[Sample]:
 
 @attrs.frozen
 class SliceFault:
-    """Ranks' slices of one multicast copy that do not tile its stage exactly, at one sample."""
+    """Ranks' slices of the multicast copies into one stage that do not tile it exactly, at one sample."""
 
     sample: Sample
     hole: tuple[int, ...] | None  # the first element of the stage no rank writes
-    overlap: tuple[tuple[int, ...], tuple[int, int]] | None  # an element two ranks write, and the ranks
-    boxes: tuple[tuple[tuple[int, int], ...], ...]  # each rank's box (start, stop) per dimension
+    overlap: tuple[tuple[int, ...], tuple[int, int]] | None  # an element written twice, and the ranks writing it
+    boxes: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]  # (rank, box) of each copy a rank issues
 
 
-def _scope_env(domain: KernelDomain, of: OpFacts, env: Env, comp: Compiled) -> Env | None:
-    """``env`` with the binders around the operation evaluated at their first values (loops at their
-    start, ``self`` 0, lets evaluated); None where one has no value."""
+def _rank_env(domain: KernelDomain, of: OpFacts, env: Env, comp: Compiled) -> Env | None:
+    """``env`` (one rank's) with the binders around the operation evaluated at their first values (loops
+    at their start, ``self`` 0, lets evaluated); None where an enclosing ``if`` keeps the rank from the
+    operation. Raises what an expression without a value raises."""
     env = dict(env)
-    chain = domain.scope(of.typed)
-    try:
-        for b in chain:
-            if b.kind is BinderKind.SELF:
-                env["self"] = 0
-            elif b.kind is BinderKind.LOOP and b.start is not None:
-                env[b.name] = int(comp(b.start)(env))  # type: ignore[misc]
-            elif b.kind is BinderKind.LET and b.value is not None:
-                env[b.name] = comp(b.value)(env)  # type: ignore[misc]
-    except (EvalError, ZeroDivisionError, TypeError, ValueError):
-        return None
+    for b in domain.scope(of.typed):
+        if b.kind is BinderKind.SELF:
+            env["self"] = 0
+        elif b.kind is BinderKind.LOOP and b.start is not None:
+            env[b.name] = int(comp(b.start)(env))  # type: ignore[misc]
+        elif b.kind is BinderKind.LET and b.value is not None:
+            env[b.name] = comp(b.value)(env)  # type: ignore[misc]
+        elif b.kind is BinderKind.GUARD and b.value is not None:
+            if bool(comp(b.value)(env)) == b.negate:  # type: ignore[misc]
+                return None  # this rank does not take the branch
     return env
 
 
@@ -100,34 +100,47 @@ def _box(index: tuple[n.Idx, ...], shape: tuple[int, ...], env: Env, comp: Compi
     return tuple(out)
 
 
-def slice_faults(domain: KernelDomain, of: OpFacts, e: Effect, cluster: int, comp: Compiled) -> SliceFault | None:
-    """The first sample at which the ranks' slices of multicast write ``e`` of ``of`` leave an element of
-    its stage unwritten or write one twice; None where they tile it at every sample (or do not evaluate)."""
+def stage_groups(domain: KernelDomain, copies: list[tuple[OpFacts, Effect]]) -> list[list[tuple[OpFacts, Effect]]]:
+    """The multicast copies that fill one stage together: into the same buffer, inside the same loops
+    (the branches of an ``if`` on `crank` that split a stage between the ranks are one group)."""
+    groups: dict[tuple, list[tuple[OpFacts, Effect]]] = {}
+    for of, e in copies:
+        loops = tuple((b.name, b.start, b.stop, b.step) for b in domain.scope(of.typed) if b.kind is BinderKind.LOOP)
+        groups.setdefault((e.operand.name, of.role.role.name, loops), []).append((of, e))
+    return list(groups.values())
+
+
+def slice_faults(domain: KernelDomain, group: list[tuple[OpFacts, Effect]], cluster: int,
+                 comp: Compiled) -> SliceFault | None:  # fmt: skip
+    """The first sample at which the slices that the ranks write with the multicast copies ``group``
+    (:func:`stage_groups`) leave an element of their stage unwritten or write one twice; None where they
+    tile it at every sample (or do not evaluate)."""
     model = domain.model
-    info = model.smem.get(e.operand.name or "")
+    info = model.smem.get(group[0][1].operand.name or "")
     if info is None:
         return None
     shape = info.shape
     for sample in samples(model):
-        env = _scope_env(domain, of, cta_env(model, sample), comp)
-        if env is None:
-            continue
-        boxes = []
+        boxes: list[tuple[int, tuple[tuple[int, int], ...]]] = []
         try:
             for r in range(cluster):
-                env[CRANK] = r
-                boxes.append(_box(e.operand.index, shape, env, comp))
-        except (EvalError, ZeroDivisionError, TypeError, ValueError):
+                base = cta_env(model, sample)
+                base[CRANK] = r
+                for of, e in group:
+                    env = _rank_env(domain, of, base, comp)
+                    if env is not None:
+                        boxes.append((r, _box(e.operand.index, shape, env, comp)))
+        except (EvalError, ZeroDivisionError, TypeError, ValueError, OverflowError):
             continue
         count = np.zeros(shape, dtype=np.int32)
         owner = np.full(shape, -1, dtype=np.int32)
         overlap = None
-        for r, box in enumerate(boxes):
-            sl = tuple(slice(max(lo, 0), min(hi, ext)) for (lo, hi), ext in zip(box, shape, strict=True))
+        for r, box in boxes:
+            sl = tuple(slice(max(lo, 0), max(min(hi, ext), 0)) for (lo, hi), ext in zip(box, shape, strict=True))
             region = count[sl]
             if overlap is None and region.size and (region > 0).any():
                 at = tuple(int(i) for i in np.argwhere(region > 0)[0])
-                first = tuple(a + s.start for a, s in zip(at, sl, strict=True))
+                first = tuple(a + (s.start or 0) for a, s in zip(at, sl, strict=True))
                 overlap = (first, (int(owner[first]), r))
             count[sl] += 1
             owner[sl] = np.where(owner[sl] < 0, r, owner[sl])

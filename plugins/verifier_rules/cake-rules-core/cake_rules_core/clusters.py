@@ -24,7 +24,9 @@ from cake_core.verify.rule import Rule, RuleContext
 from cake_core.verify.traces import compiler
 from cake_core.verify.verdicts import Status
 
-from cake_rules_core.cluster_facts import is_cluster_barrier, multicasts, reaches, slice_faults, tainted_names
+from cake_rules_core.cluster_facts import (
+    is_cluster_barrier, multicasts, reaches, slice_faults, stage_groups, tainted_names,
+)  # fmt: skip
 from cake_rules_core.rings import release_of
 
 #: the largest cluster every sm_90+ part launches (larger ones need a non-portable opt-in Cake does not ask for)
@@ -202,25 +204,28 @@ hang, or a race between ranks); this rule points at the copy for every sampled s
             )
             return
         comp = compiler(ctx.model)
-        for of, e in copies:
-            fault = slice_faults(ctx.domain, of, e, size, comp)
+        for group in stage_groups(ctx.domain, copies):
+            fault = slice_faults(ctx.domain, group, size, comp)
             if fault is None:
                 continue
+            of, e = group[0]
             buf = e.operand.name or ""
             words = fault.sample.when.removeprefix("; seen at ")
             at = f" at {words}" if words else ""
             if fault.overlap is not None:
                 where, (r0, r1) = fault.overlap
-                problem = f"ranks {r0} and {r1} both write {_elem(buf, where)}"
+                who = f"rank {r0} writes" if r0 == r1 else f"ranks {r0} and {r1} both write"
+                problem = f"{who} {_elem(buf, where)}" + (" twice" if r0 == r1 else "")
             else:
                 problem = f"no rank writes {_elem(buf, fault.hole or ())}"
+            copies_words = f"multicast `{of.typed.op.name}`" if len(group) == 1 else f"{len(group)} multicast copies"
             yield self.at(
                 e.operand.expr.loc if e.operand.expr.loc.line else of.typed.op.loc,
-                f"the {size} ranks' slices of multicast `{of.typed.op.name}` into `{buf}` do not tile its stage"
-                f"{at}: {problem}",
+                f"the {size} ranks' slices of {copies_words} into `{buf}` do not tile its stage{at}: {problem}",
                 label=f"the slice each rank copies ({size} ranks)",
-                notes=(f"the slices (start..end per dimension) of ranks 0..{size - 1}: "
-                       + "; ".join(f"[{_rows(b)}]" for b in fault.boxes)
+                secondary=[Label(o.typed.op.loc, "copies into the same stage") for o, _ in group[1:3]],
+                notes=("the slices (start..end per dimension) each rank copies: "
+                       + "; ".join(f"rank {r} [{_rows(b)}]" for r, b in fault.boxes)
                        + f"; the stage is [{', '.join(f'0..{x - 1}' for x in ctx.model.smem[buf].shape)}]",),
                 help=f"give rank `crank` the `crank`-th of {size} equal slices: start at `crank * (ROWS / {size})` "
                 f"with `+ROWS / {size}` rows, in the destination and the source alike",

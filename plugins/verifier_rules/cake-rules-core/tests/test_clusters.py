@@ -11,7 +11,7 @@ from cake_core import cli
 from cake_core.ir.parser import parse_file
 from cake_core.pipeline import Candidate
 from cake_core.verify.protocol import protocol
-from cake_core.verify.runner import check_registered
+from cake_core.verify.runner import check_registered, verify_source
 
 SCHEDULES = Path(cli.__file__).parent / "problems" / "kmeans_assign" / "schedules"
 PIPE = "hopper_cluster.cake"
@@ -76,3 +76,37 @@ def test_a_multicast_lands_every_ranks_slice_in_the_expected_bytes(pack_registry
     assert [d.code for d in report.diagnostics] == ["CR112"], report.diagnostics
     # at D=64 each rank copies 64 x 64 bf16 into both CTAs: 2 x 8192 bytes of `cs` land on each `cfull`
     assert "deliver 16896 (`tma.load` at line 63: 16384 + " in report.diagnostics[0].message
+
+
+BRANCHES = """
+kernel branches(x: global bf16[B, N, 64], c: global bf16[B, 128, 64], out: global f32[B, N])
+  domain B >= 1, N >= 1
+  const R = 128, C = 2
+  grid (t, b) over (C * cdiv(N, C * R), B)
+  cta warps 4 cluster (C)
+  smem cs: bf16[128, 64] align 128
+  barrier full: mbarrier count 1
+  role main warps 0..4:
+    reg s: f32[R, 1] layout rows
+    mbarrier.arrive.expect_tx full, bytes=128 * 64 * 2
+    if crank == 0:
+      tma.load cs[0 : +32, :] <- c[b, 0 : +32, :], full, multicast
+    else:
+      tma.load cs[SECOND, :] <- c[b, SECOND, :], full, multicast
+    mbarrier.wait full, parity=0
+    sumsq s <- cs
+    store out[b, t * R : +R] <- s, oob=skip
+"""
+
+
+@pytest.mark.parametrize(("second", "found"), [
+    ("32 : +96", []),
+    ("16 : +112", ["ranks 0 and 1 both write `cs[16, 0]`"]),
+])  # fmt: skip
+def test_cr132_takes_the_copies_of_a_branch_on_crank_together(registry, second: str, found: list[str]) -> None:
+    """Two copies in the arms of an `if` on `crank` fill one stage together, each rank taking its arm.
+    (The protocol rules simulate one CTA standing for its peers, which assumes the ranks issue the same
+    copies: they do not follow such a branch, so only CR132's findings are looked at here.)"""
+    report = verify_source(BRANCHES.replace("SECOND", second), "branches.cake", registry.get("targets", "h200"),
+                           registry)  # fmt: skip
+    assert [d.message.rsplit(": ", 1)[1] for d in report.diagnostics if d.code == "CR132"] == found

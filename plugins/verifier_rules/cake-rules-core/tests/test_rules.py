@@ -207,7 +207,7 @@ def test_cr132_names_the_element_and_the_ranks(registry) -> None:
     hole, overlap = _diags(registry, "CR132/invalid_slices.cake")
     assert hole.message.endswith("no rank writes `cs[64, 0]`")
     assert overlap.message.endswith("ranks 0 and 1 both write `cs[32, 0]`")
-    assert "[0..63, 0..63]; [32..95, 0..63]" in overlap.notes[0]
+    assert "rank 0 [0..63, 0..63]; rank 1 [32..95, 0..63]" in overlap.notes[0]
 
 
 def test_cr134_names_the_ctas_and_roles_that_differ(registry) -> None:
