@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK
 from cake_core.ir.exprs import Compiled, EvalError, compile_expr
 from cake_core.ir.model import KernelModel
 from cake_core.ir.pipes import counter
@@ -90,6 +91,7 @@ class _Walk:
         base: dict[str, Any] = dict(env)
         for v in self.grid_vars:
             base[v] = 0
+        base[CRANK] = 0  # the first CTA of a cluster
         for c in self.pipes:
             base[c] = 0
         for threads, prog in self.roles:

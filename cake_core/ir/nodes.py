@@ -217,13 +217,16 @@ class Pipe:
     mbarrier rings that gate it (a *full* barrier per stage, armed by the producer's ``pipe.acquire``
     with the bytes of the copies issued into the stage, and an *empty* barrier per stage, which every
     thread of every consumer instance arrives on with ``pipe.release``), the stage each ``pipe.acquire``
-    and ``pipe.wait`` takes, and the phase parity each waits for.
+    and ``pipe.wait`` takes, and the phase parity each waits for. ``cluster`` (``... of cs, csq cluster``):
+    the stages are shared by every CTA of the thread-block cluster (multicast into them), so a release
+    reaches the empty barrier of every CTA and the empty count is every consumer thread of the cluster.
     """
 
     name: str
     producers: tuple[str, ...]
     consumers: tuple[str, ...]
     buffers: tuple[str, ...]
+    cluster: bool = False
     loc: Loc = _loc()
 
 

@@ -26,6 +26,9 @@ KEYWORDS = frozenset(
     "launch buffer warps per regs step and or not global scalar occupancy cluster swizzle pad "
     "align count mbarrier".split()
 )
+#: words an operation takes as bare flags after its operands (`tma.load ..., multicast`,
+#: `mbarrier.arrive cempty[s], cluster`): the attribute of that name, its value the word itself
+FLAGS = frozenset({"multicast", "cluster"})
 # binding levels of the expression grammar, loosest first (`not` is a prefix between `and` and comparisons)
 _OR, _AND, _NOT, _CMP, _ADD, _MUL = range(1, 7)
 _BINARY = {
@@ -319,7 +322,8 @@ class Parser:
         consumers = self.names("a consumer role")
         self.expect("of", "before the pipe's buffers (`of cs, csq`)")
         buffers = self.names("a shared buffer")
-        return n.Pipe(name, producers, consumers, buffers, loc=self.span(start))
+        cluster = self.accept("cluster")
+        return n.Pipe(name, producers, consumers, buffers, bool(cluster), loc=self.span(start))
 
     def names(self, what: str) -> tuple[str, ...]:
         """One or more comma-separated names."""
@@ -482,6 +486,11 @@ class Parser:
                     self.i += 2
                     value = self.expr()
                     attrs.append(n.Attr(t, value, loc=self.span(a)))  # type: ignore[arg-type]
+                elif t in FLAGS and toks[self.i + 1] in (NEWLINE, ","):
+                    # a bare flag (`, multicast`): the attribute `multicast` naming itself
+                    a = self.i
+                    self.i += 1
+                    attrs.append(n.Attr(t, n.Name(t, loc=self.span(a)), loc=self.span(a)))  # type: ignore[arg-type]
                 else:
                     if attrs:
                         raise self.error("operands come before attributes (`key=value`)")

@@ -32,6 +32,7 @@ import attrs
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import cluster_expr
 from cake_core.ir.primitive import Access, BarrierAction, Kind, numel, static_shape
 
 #: the sides of a pipe a role plays
@@ -75,6 +76,8 @@ def barrier_decls(k: n.Kernel) -> tuple[n.Barrier, ...]:
                 continue
             t = n.Bin("*", n.Bin("-", r.warp_stop, r.warp_start), n.Num(32))
             threads = t if threads is None else n.Bin("+", threads, t)
+        if p.cluster and threads is not None:  # every consumer thread of every CTA of the cluster releases
+            threads = n.Bin("*", threads, cluster_expr(k))
         out.append(n.Barrier(full_barrier(p.name), "mbarrier", n.Num(1), stages, loc=p.loc))
         out.append(n.Barrier(empty_barrier(p.name), "mbarrier", threads or n.Num(1), stages, loc=p.loc))
     return tuple(out)
@@ -213,10 +216,12 @@ def stage_name(e: n.Expr | None) -> str | None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> Iterator[Diagnostic]:
+def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object], cluster: int = 1) -> Iterator[Diagnostic]:
     """Sets the ``bytes`` an acquire expects on each ``pipe.acquire`` of one role body (``typed``:
     its typed operations by ``id``): the full-box bytes of the asynchronous copies into the stage
-    it bound, issued after it in the same block, until the name is bound again. Yields what
+    it bound, issued after it in the same block, until the name is bound again. A multicast copy
+    (its write reaches every CTA of the cluster) counts ``cluster`` times: every rank issues its
+    own, and each lands in this CTA's stage. Yields what
     stops a count from being known when the kernel is compiled: a copy into the stage in a nested
     block (it may run any number of times), a copy whose box is not static."""
     for body in _blocks(role_body):
@@ -237,7 +242,7 @@ def derive_bytes(role_body: tuple[n.Stmt, ...], typed: Mapping[int, object]) -> 
                         break  # the name is bound again: later copies into it are the next stage's
                     if not _fills(lt, full, handle):
                         continue
-                    nbytes = _copy_bytes(lt)
+                    nbytes = _copy_bytes(lt, cluster)
                     if nbytes is None:
                         yield codes.PIPE.at(
                             later.loc, f"the bytes `{later.name}` copies into a stage of pipe `{pipe}` "
@@ -269,15 +274,16 @@ def _fills(t: object, full: str, handle: str | None) -> bool:
     )
 
 
-def _copy_bytes(t: object) -> int | None:
-    """Full-box bytes of an operation's asynchronous writes to shared memory (None: not static)."""
+def _copy_bytes(t: object, cluster: int = 1) -> int | None:
+    """Full-box bytes of an operation's asynchronous writes to shared memory (None: not static), a
+    multicast write (``cluster`` effect) counted once per CTA of the cluster."""
     total = 0
     for e in t.prim.effects(t):  # type: ignore[attr-defined]
         if e.asynchronous and e.tier is Kind.SHARED and e.access in (Access.WRITE, Access.READWRITE):
             shape = static_shape(e.operand)
             if shape is None or e.operand.dtype is None:
                 return None
-            total += numel(shape) * e.operand.dtype.bytes
+            total += numel(shape) * e.operand.dtype.bytes * (cluster if e.cluster else 1)
     return total
 
 

@@ -186,7 +186,9 @@ class Effect:
     For barrier operands, ``arrivals`` is how many arrivals the action counts toward the current
     phase (an expression; ``None`` for none) and ``amount`` is the parity a WAIT waits for, or the
     transaction bytes of EXPECT_TX / ARRIVE_EXPECT_TX / COMPLETE_TX. Both are evaluated where the
-    operation runs (they may use loop variables).
+    operation runs (they may use loop variables). ``cluster``: the action reaches the same shared offset
+    (the buffer, the barrier) in every CTA of the thread-block cluster — a multicast copy's write and
+    its ``complete_tx``, an arrival on the peers' barriers.
     """
 
     operand: Operand
@@ -198,6 +200,7 @@ class Effect:
     masked: bool
     arrivals: n.Expr | None = None
     amount: n.Expr | None = None
+    cluster: bool = False
 
     @property
     def atomic(self) -> bool:
@@ -252,6 +255,8 @@ class CheckContext(Protocol):
 
     def role_warps(self) -> int: ...  # warps per instance of the enclosing role
 
+    def cluster_size(self) -> int: ...  # CTAs in the kernel's thread-block cluster (1 without one)
+
     def error(self, code: str, loc: Any, message: str, **kw: Any) -> Diagnostic: ...
 
 
@@ -287,6 +292,9 @@ class LowerContext(Protocol):
 
     @property
     def threads(self) -> int: ...  # threads of the role instance
+
+    @property
+    def cluster(self) -> int: ...  # CTAs in the kernel's thread-block cluster (1 without one)
 
     def line(self, code: str) -> None: ...
 
@@ -331,6 +339,8 @@ class Primitive:
     requires: ClassVar[frozenset[Feature]] = frozenset()
     # a CTA-wide synchronization point: every thread of the CTA must reach it
     cta_barrier: ClassVar[bool] = False
+    # a cluster-wide synchronization point: every thread of every CTA of the thread-block cluster
+    cluster_barrier: ClassVar[bool] = False
     # Asynchronous groups (cp.async, wgmma): an operation whose ``asynchronous`` accesses join the
     # issuing thread's open group named ``group``; one that closes the open group (``group_commit``);
     # one that waits until at most ``pending`` (an attribute) committed groups remain (``group_wait``).

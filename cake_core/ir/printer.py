@@ -71,6 +71,11 @@ def constraint(c: n.Constraint) -> str:
     return f"{c.var} {c.op} {expr(c.values[0])}"
 
 
+def _is_flag(a: n.Attr) -> bool:
+    """A bare flag (`, multicast`): an attribute whose value is its own name."""
+    return isinstance(a.value, n.Name) and a.value.id == a.key
+
+
 def op(o: n.Op) -> str:
     parts = [o.name]
     operands = []
@@ -78,7 +83,7 @@ def op(o: n.Op) -> str:
         operands.append(_list(o.outs) + " <-" + (" " + _list(o.ins) if o.ins else ""))
     elif o.ins:
         operands.append(_list(o.ins))
-    items = operands + [f"{a.key}={expr(a.value)}" for a in o.attrs]
+    items = operands + [a.key if _is_flag(a) else f"{a.key}={expr(a.value)}" for a in o.attrs]
     if items:
         parts.append(", ".join(items))
     return " ".join(parts)
@@ -149,7 +154,8 @@ def kernel(k: n.Kernel) -> list[str]:
         stages = f"[{expr(m.stages)}]" if m.stages is not None else ""
         out.append(f"{pad}{m.tier} {m.name}: {m.dtype}{stages}[{_list(m.shape)}]")
     for p in k.pipes:
-        out.append(f"{pad}pipe {p.name}: {', '.join(p.producers)} -> {', '.join(p.consumers)} of {', '.join(p.buffers)}")
+        line = f"{pad}pipe {p.name}: {', '.join(p.producers)} -> {', '.join(p.consumers)} of {', '.join(p.buffers)}"
+        out.append(line + (" cluster" if p.cluster else ""))
     for r in k.roles:
         head = f"{pad}role {r.name} warps {expr(r.warp_start, 5)}..{expr(r.warp_stop, 5)}"
         if r.per is not None:

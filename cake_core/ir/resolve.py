@@ -387,7 +387,10 @@ class Resolver:
                 )  # fmt: skip
                 continue
             v = a.value
-            if spec.kind == "word":
+            if spec.kind == "flag":
+                if not (isinstance(v, n.Name) and v.id == a.key):
+                    self.err(codes.ATTRIBUTES, v.loc, f"`{a.key}` of `{op.name}` is a bare flag: write `, {a.key}`")
+            elif spec.kind == "word":
                 if not (isinstance(v, n.Name) and v.id in spec.choices):
                     self.err(
                         codes.ATTRIBUTES, v.loc,

@@ -22,6 +22,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
 from cake_core.ir import pipes
+from cake_core.ir.cluster import CRANK, cluster_size, extra_dims
 from cake_core.ir.exprs import EvalError, evaluate, try_int
 from cake_core.ir.layouts import CORE_LAYOUTS, LayoutError, LayoutInfo, TileLayout, fitting_per, resolve
 from cake_core.ir.model import (
@@ -53,6 +54,9 @@ class CheckCtx:
 
     def role_warps(self) -> int:
         return self.role.per
+
+    def cluster_size(self) -> int:
+        return cluster_size(self.model.kernel, self.model.env)
 
     def error(self, code: str, loc: Loc, message: str, **kw: Any) -> Diagnostic:
         return codes.CORE_CODES[code].at(loc, message, **kw)
@@ -163,7 +167,7 @@ class KernelChecker:
             if v is not None:
                 self.env[c.name] = v
         self.scalars = {p.name for p in k.params if p.tier == "scalar"}
-        runtime = set(self.sizes) | self.scalars | set(TARGET_CONSTANTS)
+        runtime = set(self.sizes) | self.scalars | set(TARGET_CONSTANTS) | {CRANK}
         for v in k.grid.vars:
             declare(v, k.grid.loc, "grid variable")
         if len(k.grid.vars) != len(k.grid.extents) or not 1 <= len(k.grid.vars) <= 3:
@@ -176,6 +180,11 @@ class KernelChecker:
         warps_v = self.const(k.cta.warps, "the CTA's warp count")
         warps = 1 if warps_v is None else warps_v
         occupancy = self.const(k.cta.occupancy, "the occupancy") if k.cta.occupancy is not None else None
+        for e in k.cta.cluster:
+            self.const(e, "the cluster shape")
+        if extra_dims(k, self.env):
+            self.err(codes.DOMAIN, k.cta.loc, "clusters are one-dimensional here: write `cluster (C)` "
+                     "(the CTAs of a cluster are consecutive along the grid's first variable)")  # fmt: skip
 
         # shared memory, in declaration order
         smem: dict[str, SmemInfo] = {}
@@ -256,7 +265,7 @@ class KernelChecker:
             for step, arg in role_steps:
                 step(self, arg)
             if k.pipes:
-                self.diags += pipes.derive_bytes(info.role.body, self.model.by_op)
+                self.diags += pipes.derive_bytes(info.role.body, self.model.by_op, cluster_size(k, self.env))
         return self.model
 
     def mems(self, k: n.Kernel, declare: Callable[[str, Loc, str], None], offset: int) -> dict[str, MemInfo]:

@@ -16,6 +16,7 @@ import attrs
 
 from cake_core.errors import NotLoweredError
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK, cluster_size
 from cake_core.ir.exprs import to_c, try_int
 from cake_core.ir.primitive import Kind, NotLowerable, Operand
 from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
@@ -23,6 +24,7 @@ from cake_core.ir.sema import TARGET_CONSTANTS
 from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
+from cake_core.lower.prelude import CLUSTER_SYNC
 from cake_core.target import Target
 
 CXX_KEYWORDS = frozenset(
@@ -160,6 +162,11 @@ class KernelLowering:
         assert self.role is not None
         return self.role.per * 32
 
+    @property
+    def cluster(self) -> int:
+        """CTAs in the kernel's thread-block cluster (1 without one)."""
+        return cluster_size(self.model.kernel, self.model.env)
+
     itid = "cake_itid"  # thread index within the role instance
     iwarp = "cake_iwarp"  # warp index within the role instance
     lane = "cake_lane"
@@ -284,12 +291,14 @@ class KernelLowering:
         box = [box0] + ([box_rows] if rank > 1 else []) + [1] * max(0, rank - 2)
         if len(shape) > 2:
             raise NotLowerable("tensor-map tiles have rank 1 or 2 here")
-        key = (p.name, tuple(box), swz)
+        # panels lie a stage's rows apart (also for a copy of some of its rows)
+        panel_bytes = _stage_rows(info) * box0 * dtype.bytes
+        key = (p.name, tuple(box), swz, panel_bytes)
         if key not in self.tensor_maps:
             name = f"cake_tmap_{c_name(p.name)}_{len(self.tensor_maps)}"
             row_bytes = box0 * dtype.bytes
             self.tensor_maps[key] = TensorMap(
-                name, p.name, dtype, tuple(box), swz, panels, rows // box_rows, rows * row_bytes, row_bytes
+                name, p.name, dtype, tuple(box), swz, panels, rows // box_rows, panel_bytes, row_bytes
             )
         return self.tensor_maps[key]
 
@@ -326,6 +335,8 @@ class KernelLowering:
             self.helper("tmap", "struct alignas(64) cake_tmap { unsigned long long v[16]; };")
         params += [f"const __grid_constant__ cake_tmap {t.name}" for t in self.tensor_maps.values()]
         bounds = f"__launch_bounds__({m.threads}" + (f", {m.occupancy})" if m.occupancy else ")")
+        if self.cluster > 1:  # the cluster shape is compiled in: an ordinary launch runs it
+            bounds += f" __cluster_dims__({self.cluster}, 1, 1)"
         out = [f'extern "C" __global__ void {bounds} {self.fn_name}({", ".join(params)}) {{']
         self.lines = []
         self.depth = 1
@@ -368,11 +379,14 @@ class KernelLowering:
                               f'{b.offset + 8 * st}u), "r"({b.count}) : "memory");  // {name}[{st}]')  # fmt: skip
             self.line('  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
             self.line("}")
-            self.line("__syncthreads();")
+            # in a cluster, the peers' barriers must be initialized before a remote arrival or multicast lands
+            self.line(CLUSTER_SYNC if self.cluster > 1 else "__syncthreads();")
         self.line("const int cake_warp = cake_tid >> 5;")
         self.line("const int cake_lane = cake_tid & 31;")
         for axis, v in zip("xyz", k.grid.vars, strict=False):
             self.line(f"const int {c_name(v)} = blockIdx.{axis};")
+        rank = f"(int)(blockIdx.x % {self.cluster}u)" if self.cluster > 1 else "0"  # consecutive along the first
+        self.line(f"[[maybe_unused]] const int {CRANK} = {rank};")
         self.line("(void)cake_lane; (void)cake_warp;")
         for r in m.roles:
             self.role = r
@@ -392,6 +406,8 @@ class KernelLowering:
             self.depth -= 1
             self.line("}")
         self.role = None
+        if self.cluster > 1:  # no CTA leaves while a peer may still write its shared memory or arrive on its barriers
+            self.line(CLUSTER_SYNC)
         out += self.lines
         out.append("}")
         return "\n".join(out)

@@ -29,3 +29,9 @@ __device__ __forceinline__ unsigned cake_smem_addr(const void* p) {
 // a swizzled shared address: the 16-byte chunk bits (4..) XOR the address bits from 7 up, `mask` wide
 __device__ __forceinline__ unsigned cake_swizzled(unsigned a, unsigned mask) { return a ^ (((a >> 7) & mask) << 4); }
 """
+
+#: a cluster barrier: every thread of every CTA of the cluster arrives (releasing its writes), then waits
+#: (acquiring the peers'); the lowering adds one after barrier init and one at exit of a clustered kernel
+CLUSTER_SYNC = (
+    'asm volatile("barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");'
+)

@@ -15,6 +15,7 @@ import attrs
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK
 from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import (
     Access, AttrSpec, BarrierAction, CheckContext, CostTerms, Effect, ExecContext, Kind, NotLowerable,
@@ -23,6 +24,7 @@ from cake_core.ir.primitive import (
 from cake_core.ir.swizzle import SWIZZLE_BYTES
 from cake_core.ir.types import DType
 from cake_core.primitives._common import mma_operands, need_static, same_dtype, shape_text
+from cake_core.primitives.cluster import arrive_everywhere
 from cake_core.target import Feature
 
 
@@ -37,7 +39,10 @@ class TmaLoad(Primitive):
     summary = "bulk tensor copy of a global tile into a shared buffer, completing on an mbarrier"
     doc = (
         "Out-of-bounds elements are filled with zeros by the copy engine, and the barrier's transaction "
-        "count still receives the full box bytes."
+        "count still receives the full box bytes. The destination is a stage, or a row slice of one whose "
+        "first row is a multiple of the swizzle atom's 8 rows. With `, multicast` the box lands in every CTA "
+        "of the thread-block cluster (`.multicast::cluster`): ranks usually split a stage, each copying its "
+        "slice (`cs[s][crank * 64 : +64, :] <- c[b, kt * 128 + crank * 64 : +64, :], multicast`)."
     )
     requires = frozenset({Feature.TMA, Feature.MBARRIER_TX})
     signature = Signature(
@@ -47,6 +52,8 @@ class TmaLoad(Primitive):
             Slot("bar", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.COMPLETE_TX, optional=True,
                  doc="the barrier the copy completes on; derived, and left out, for a copy into a pipe's stage"),
         ],
+        attrs=[AttrSpec("multicast", "flag", doc="the box lands at the same shared offset in every CTA of the "
+                        "cluster and completes its bytes on the barrier at the same offset in every CTA")],
     )
 
     def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
@@ -62,11 +69,17 @@ class TmaLoad(Primitive):
 
     def effects(self, op: TypedOp) -> tuple[Effect, ...]:
         out = []
+        multicast = op.attr("multicast") is not None
         for e in super().effects(op):
             if e.barrier is BarrierAction.COMPLETE_TX:
                 e = attrs.evolve(e, amount=n.Num(_tile_bytes(op.outs[0])))
+            if multicast and (e.barrier is BarrierAction.COMPLETE_TX or e.tier is Kind.SHARED):
+                e = attrs.evolve(e, cluster=True)
             out.append(e)
         return tuple(out)
+
+    def features(self, op: TypedOp) -> frozenset[Feature]:
+        return self.requires | ({Feature.CLUSTERS} if op.attr("multicast") is not None else frozenset())
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         x.write("dst", x.read("src"))
@@ -76,12 +89,16 @@ class TmaLoad(Primitive):
 
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src = op.outs[0], op.ins[0]
-        if not _whole_rows(dst.index):
-            raise NotLowerable("a TMA destination is a whole buffer stage (CR118)")
         tmap = ctx.tensor_map_for(src, dst)
         sh = ctx.sview(dst)
+        row0 = _first_row(ctx, dst, tmap)
         g = ctx.gview(src)
         bar = ctx.barrier_addr(op.operand("bar"))
+        cluster = ctx.cluster if op.attr("multicast") is not None else 1
+        # every CTA of the cluster receives the box (and its barrier the bytes): ctaMask (1 << C) - 1
+        mcast, mask = "", ""
+        if cluster > 1:
+            mcast, mask = ".multicast::cluster", f', "h"((unsigned short){(1 << cluster) - 1})'
         # coordinates innermost first; the innermost advances by one swizzle panel per copy
         coords = list(reversed(g.starts))
         rank = len(coords)
@@ -97,18 +114,22 @@ class TmaLoad(Primitive):
                 if rank > 1 and rb:
                     c[1] = f"{coords[1]} + {rb * rows_per_box}"
                 offset = p * tmap.panel_bytes + rb * rows_per_box * tmap.box_row_bytes
-                dst_addr = f"cake_smem_addr((const char*)({sh.base}) + {offset})"
+                at = f"{offset} + ({row0})" if row0 != "0" else str(offset)
+                dst_addr = f"cake_smem_addr((const char*)({sh.base}) + {at})"
                 regs = ", ".join(f"%{i + 3}" for i in range(rank))
+                tail = f", %{rank + 3}" if mask else ""
                 ctx.line(
-                    f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes '
-                    f'[%0], [%1, {{{regs}}}], [%2];" :: "r"({dst_addr}), "l"(&{tmap.name}), "r"({bar}), '
-                    + ", ".join(f'"r"((int)({x}))' for x in c) + ' : "memory");'
+                    f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{mcast} '
+                    f'[%0], [%1, {{{regs}}}], [%2]{tail};" :: "r"({dst_addr}), "l"(&{tmap.name}), "r"({bar}), '
+                    + ", ".join(f'"r"((int)({x}))' for x in c) + mask + ' : "memory");'
                 )
         ctx.line("}")
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         b = _tile_bytes(op.outs[0])
-        return CostTerms(global_bytes=b, shared_bytes=b)
+        # a multicast copy reads its box from global memory (L2) once and writes it into every CTA
+        copies = ctx.cluster_size() if op.attr("multicast") is not None else 1
+        return CostTerms(global_bytes=b, shared_bytes=b * copies)
 
 
 class MbarrierWait(Primitive):
@@ -136,11 +157,16 @@ class MbarrierWait(Primitive):
 class MbarrierArrive(Primitive):
     name = "mbarrier.arrive"
     summary = "arrive on an mbarrier: once per thread of the role instance, or once for it (`per=instance`)"
+    doc = "With `, cluster` the arrival reaches the barrier at the same offset in every CTA of the cluster."
     requires = frozenset({Feature.MBARRIER_TX})
     signature = Signature(
         ins=[Slot("bar", {Kind.BARRIER}, Access.NONE, barrier=BarrierAction.ARRIVE)],
-        attrs=[AttrSpec("per", "word", choices=("thread", "instance"), default="thread")],
+        attrs=[AttrSpec("per", "word", choices=("thread", "instance"), default="thread"),
+               AttrSpec("cluster", "flag", doc="arrive on this barrier in every CTA of the cluster")],
     )
+
+    def features(self, op: TypedOp) -> frozenset[Feature]:
+        return self.requires | ({Feature.CLUSTERS} if op.attr("cluster") is not None else frozenset())
 
     def arrivals(self, op: TypedOp, threads: int) -> int:
         per = op.attr("per")
@@ -150,15 +176,19 @@ class MbarrierArrive(Primitive):
         (e,) = super().effects(op)
         per = op.attr("per")
         count = n.Num(1) if isinstance(per, n.Name) and per.id == "instance" else n.Name("THREADS")
-        return (attrs.evolve(e, arrivals=count),)
+        return (attrs.evolve(e, arrivals=count, cluster=op.attr("cluster") is not None),)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass
 
     def lower(self, op: TypedOp, ctx) -> None:
         addr = ctx.barrier_addr(op.ins[0])
-        stmt = f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({addr}) : "memory");'
         per = op.attr("per")
+        if op.attr("cluster") is not None and ctx.cluster > 1:
+            one = isinstance(per, n.Name) and per.id == "instance"
+            arrive_everywhere(ctx, addr, ctx.cluster, f"{ctx.itid} == 0" if one else "")
+            return
+        stmt = f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({addr}) : "memory");'
         if isinstance(per, n.Name) and per.id == "instance":
             ctx.line(f"if ({ctx.itid} == 0) {stmt}")
         else:
@@ -272,6 +302,27 @@ class Wgmma(Primitive):
         f = 2.0 * sc[0] * sc[1] * sa[1]
         return CostTerms(flops=f, tensor_flops=f, shared_bytes=_tile_bytes(op.ins[0]) + _tile_bytes(op.ins[1]),
                          dtype=str(op.ins[0].dtype))  # fmt: skip
+
+
+def _first_row(ctx, dst, tmap) -> str:
+    """C++ byte offset, inside its stage, of the first row of a TMA destination: ``"0"`` for a whole
+    stage; a row slice of a 2-D stage starts at a row the swizzle atom (8 rows) divides, for every
+    rank of the cluster when it depends on ``crank``."""
+    if _whole_rows(dst.index):
+        return "0"
+    first = dst.index[0] if dst.index else None
+    if len(dst.index) > 2 or not isinstance(first, n.Span) or not _whole_rows(dst.index[1:]):
+        raise NotLowerable("a TMA destination is a whole buffer stage or a slice of its rows (CR118)")
+    env = dict(ctx.model.env)
+    rows = []
+    for r in range(ctx.cluster):
+        env[CRANK] = r
+        rows.append(try_int(first.start, env))
+    if any(v is None for v in rows):
+        raise NotLowerable("the first row of a TMA destination slice must follow from constants and `crank`")
+    if tmap.swizzle != "none" and any(v % 8 for v in rows):  # type: ignore[operator]
+        raise NotLowerable(f"a swizzled TMA destination starts at a multiple of 8 rows (the swizzle atom), not {rows}")
+    return f"({ctx.c(first.start)}) * {tmap.box_row_bytes if tmap.swizzle != 'none' else ctx.sview(dst).row_bytes}"
 
 
 def _whole_rows(index) -> bool:

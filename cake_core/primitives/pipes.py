@@ -22,6 +22,7 @@ from cake_core.ir import pipes
 from cake_core.ir.primitive import (
     Access, BarrierAction, Bind, CheckContext, Effect, ExecContext, Kind, Primitive, Signature, Slot, TypedOp,
 )  # fmt: skip
+from cake_core.primitives.cluster import arrive_everywhere
 from cake_core.primitives.hopper import MBAR_WAIT
 from cake_core.target import Feature
 
@@ -116,7 +117,8 @@ class PipeRelease(Primitive):
         "whose count the compiler derives as all threads of all consumer instances: release a stage "
         "after the last read of it has completed (after the `wgmma.wait` that retires a wgmma reading it). "
         "Where the role reads the stage through the generic proxy (`ldmatrix`, loads) and the producer "
-        "refills it through the async proxy (TMA), the lowering fences the async proxy before the arrival."
+        "refills it through the async proxy (TMA), the lowering fences the async proxy before the arrival. "
+        "For a `cluster` pipe every thread arrives on the stage's `empty` barrier in every CTA of the cluster."
     )
     requires = frozenset({Feature.MBARRIER_TX})
     signature = Signature(
@@ -134,9 +136,12 @@ class PipeRelease(Primitive):
             )  # fmt: skip
 
     def effects(self, op: TypedOp) -> tuple[Effect, ...]:
+        p = op.ins[0].decl
+        cluster = isinstance(p, n.Pipe) and p.cluster  # a cluster pipe's stages are released in every CTA
         return tuple(
-            attrs.evolve(e, arrivals=n.Name("THREADS")) for e in super().effects(op) if e.barrier is BarrierAction.ARRIVE
-        )
+            attrs.evolve(e, arrivals=n.Name("THREADS"), cluster=cluster)
+            for e in super().effects(op) if e.barrier is BarrierAction.ARRIVE
+        )  # fmt: skip
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         pass
@@ -148,6 +153,9 @@ class PipeRelease(Primitive):
             # this thread's ldmatrix / loads of the stage complete before the TMA refill may begin
             ctx.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
         addr = ctx.barrier_addr(op.operand("empty"))
+        if isinstance(p, n.Pipe) and p.cluster and ctx.cluster > 1:
+            arrive_everywhere(ctx, addr, ctx.cluster)  # the stage is every CTA's: each one's producer waits
+            return
         ctx.line(f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({addr}) : "memory");')
 
 

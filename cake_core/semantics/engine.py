@@ -22,8 +22,8 @@ import attrs
 from cake_core.semantics.barriers import BarState
 from cake_core.semantics.clocks import VC, join
 
-# role instance states
-READY, MBAR, CTA, DONE = 0, 1, 2, 3
+# role instance states (CLUSTER: at a cluster barrier)
+READY, MBAR, CTA, DONE, CLUSTER = 0, 1, 2, 3, 4
 
 
 def instance_words(role: str, instance: int, instances: int) -> str:

@@ -19,7 +19,10 @@ loop of the last kernel writing it that should have covered them (:func:`cake_co
 
 **Launch.** Every CTA of the grid runs in turn, the first grid variable varying fastest. CTAs are
 independent here: nothing orders them on a GPU either, and the interpreter does not look for races
-between CTAs.
+between CTAs — except those of one thread-block cluster (``cta ... cluster (C)``: ``C`` consecutive
+CTAs along the first grid variable, ``crank`` each one's rank), which run together under one scheduler
+with one clock numbering and race tracker; a multicast copy lands, and a cluster arrival arrives, in
+every member (:mod:`cake_core.semantics.cluster`).
 
 **CTA.** Each role instance runs the role's body on logical tiles: ``self`` is the instance index;
 grid variables, runtime sizes, constants, loop variables and ``let`` values are plain integers
@@ -34,7 +37,8 @@ interpreter never looks at primitive names. Per execution, in order:
 1. waits (``BarrierAction.WAIT``): block until the barrier phase of the wanted parity completes —
    the effect's ``amount`` when the primitive gives one, else the parity of the instance's own count of
    waits on that barrier stage (the derived phase bit);
-2. a CTA barrier (``cta_barrier``): block until every instance of the CTA has arrived;
+2. a CTA barrier (``cta_barrier``): block until every instance of the CTA has arrived; a cluster
+   barrier (``cluster_barrier``): until every instance of every CTA of the cluster has;
 3. a group wait (``group_wait = G``): complete, in order, all but the ``pending`` most recent
    committed groups ``G`` of this instance;
 4. resolve every tile operand to a region; an unmasked access outside its tensor is a fault (CS001)
@@ -100,7 +104,9 @@ Where this differs from a GPU
   the wait is always reported, never lucky.
 * A copy of an asynchronous group that also signals a barrier keeps its own clock; its issuing
   instance is ordered after it at its group wait without a CTA barrier.
-* Global memory is checked for races only inside one CTA, and only for tensors the kernel writes.
+* Global memory is checked for races only inside one CTA (one cluster), and only for tensors the kernel
+  writes. A CTA reaches its peers' shared memory only through multicast copies and cluster arrivals:
+  no primitive loads or stores distributed shared memory yet.
 * A fault ends the whole run, not only its launch: on a GPU it poisons the context, so no later
   launch of the program would run either.
 * Shared-memory padding, swizzles and fragment layouts do not change values: tiles are logical.
@@ -123,6 +129,7 @@ from cake_core.errors import CakeUserError
 from cake_core.hostdata import host_array
 from cake_core.ir import nodes as n
 from cake_core.ir import pipes
+from cake_core.ir.cluster import CRANK, cluster_size
 from cake_core.ir.holes import ADVICE, site
 from cake_core.ir.exprs import Compiled, EvalError, evaluate
 from cake_core.location import UNKNOWN
@@ -132,7 +139,8 @@ from cake_core.ir.program import kernel_spec
 from cake_core.semantics import codes, operands, reports
 from cake_core.semantics.barriers import ARRIVES, EXPECTS, BarState
 from cake_core.semantics.binding import DEFAULT_SMS, check_domain, element_type, program_env, run_sms, shape_of
-from cake_core.semantics.engine import CTA, MBAR
+from cake_core.semantics.cluster import ClusterRun, everywhere, peer_regions
+from cake_core.semantics.engine import CLUSTER, CTA, MBAR
 from cake_core.semantics.findings import Finding, Findings, Stop
 from cake_core.semantics.memory import Region, Store
 from cake_core.semantics.operands import ExecContext, OpInfo, accesses, barrier
@@ -339,11 +347,17 @@ class Interpreter:
         for e in k.grid.extents:
             v = evaluate(e, kenv)
             extents.append(int(v))
-        for rev in itertools.product(*[range(x) for x in reversed(extents)]):
-            coords = tuple(zip(k.grid.vars, reversed(rev), strict=True))
-            self.findings.coords = coords
-            self.cta(model, kenv, globals_, coords)
-            self.ctas_done += 1
+        size = cluster_size(k, model.env)
+        if extents and extents[0] % size:
+            raise CakeUserError(f"kernel `{k.name}`: the grid's first extent {extents[0]} is not a multiple of its "
+                                f"cluster size {size} (a cluster launch takes whole clusters)")  # fmt: skip
+        # the first grid variable varies fastest: a cluster is `size` consecutive CTAs along it
+        grid = [tuple(zip(k.grid.vars, reversed(rev), strict=True))
+                for rev in itertools.product(*[range(x) for x in reversed(extents)])]  # fmt: skip
+        for i in range(0, len(grid), size):
+            self.findings.coords = grid[i]
+            self.cta(model, kenv, globals_, grid[i : i + size])
+            self.ctas_done += len(grid[i : i + size])
         for store in globals_.values():
             store.tracked = False
         self.findings.coords = ()
@@ -351,7 +365,18 @@ class Interpreter:
     # -- CTA ----------------------------------------------------------------------------------------
 
     def cta(self, model: KernelModel, kenv: dict[str, Any], globals_: dict[str, Store],
-            coords: tuple[tuple[str, int], ...]) -> None:  # fmt: skip
+            cluster: list[tuple[tuple[str, int], ...]]) -> None:  # fmt: skip
+        """Run the CTAs of one cluster (one CTA without clusters), at their grid coordinates, together."""
+        members: list[InterpCta] = []
+        for rank, coords in enumerate(cluster):
+            members.append(self.member(model, kenv, globals_, coords, members[0] if members else None, rank))
+        for m in members:
+            m.cluster = tuple(members)
+        self.scheduler.run(members[0] if len(members) == 1 else ClusterRun(members))
+
+    def member(self, model: KernelModel, kenv: dict[str, Any], globals_: dict[str, Store],
+               coords: tuple[tuple[str, int], ...], peer: InterpCta | None, rank: int) -> InterpCta:  # fmt: skip
+        """One CTA, its role instances ready to run; ``peer``: a CTA of its cluster, ``rank``: its own."""
         shared = {
             name: Store.poisoned(name, Kind.SHARED, info.dtype, info.shape, info.stages)
             for name, info in model.smem.items()
@@ -364,9 +389,10 @@ class Interpreter:
             name: [BarState(name, s if info.stages is not None else None, info.count) for s in range(info.stages or 1)]
             for name, info in model.barriers.items()
         }
-        cta = InterpCta(model, coords, globals_, shared, barriers)
+        cta = InterpCta(model, coords, globals_, shared, barriers, peer, rank)
         base = dict(kenv)
         base.update(coords)
+        base[CRANK] = rank
         for p in model.pipes:
             base[pipes.counter(p, pipes.PRODUCER)] = base[pipes.counter(p, pipes.CONSUMER)] = 0
         for info in model.roles:
@@ -376,7 +402,7 @@ class Interpreter:
                 a = InterpInstance(cta.new_comp(), role=info, instance=inst, env=env, cta=cta)
                 a.gen = self.body(a, info.role.body)
                 cta.instances.append(a)
-        self.scheduler.run(cta)
+        return cta
 
     # -- bodies -------------------------------------------------------------------------------------
 
@@ -432,6 +458,17 @@ class Interpreter:
             found = self.collectives[id(info.typed)] = info.prim.collective or is_warpgroup_wide(info.prim)
         return found
 
+    def race(self, a: InterpInstance, info: OpInfo, e: Any, c: Any) -> None:
+        """Report the conflict ``c`` of effect ``e`` of ``a``'s operation (CS003), naming the threads a
+        partial release left unordered."""
+        found = reports.race(self.findings, a.who, a.comp, info, c, e.operand.expr.loc)
+        partial = a.cta.partial_release(c.other) if c.other is not None else None
+        if partial is not None:
+            found = attrs.evolve(found, message=f"{found.message}: {partial.words(c.other)}",
+                                 help="put a CTA barrier (`bar.sync`) between the accesses and the "
+                                 "release, or let every thread arrive (`per=thread`)")  # fmt: skip
+        self.findings.report(found)
+
     # -- one operation ------------------------------------------------------------------------------
 
     def op(self, a: InterpInstance, op: n.Op) -> Iterator[None]:
@@ -471,9 +508,9 @@ class Interpreter:
             a.sync_clock = max(a.sync_clock, bar.done_whole.get(a.comp, 0))
             a.waits[key] = k + 1
 
-        # 2. CTA barrier
-        if prim.cta_barrier:
-            a.state, a.blocked_op = CTA, op
+        # 2. CTA barrier, cluster barrier
+        if prim.cta_barrier or prim.cluster_barrier:
+            a.state, a.blocked_op = (CLUSTER if prim.cluster_barrier else CTA), op
             yield None
 
         t = a.tick()
@@ -498,6 +535,8 @@ class Interpreter:
             if fault is not None:
                 raise fault
             regions[e.operand.slot.name] = region
+        # a multicast write also lands in every other CTA of the cluster
+        peers = {e.operand.slot.name: peer_regions(a, e, op, self.eval) for e in info.tiles if e.cluster}
         transfer: RegionTransfer | None = None
         if info.asynchronous:
             comp = cta.new_comp()
@@ -507,16 +546,10 @@ class Interpreter:
                                       sync_clock=a.sync_clock, collective=self.collective(info))
         actor = a.actor(op.loc)
         for e in info.tiles:
-            region = regions[e.operand.slot.name]
-            for access in accesses(e):
-                for c in cta.tracker.check(actor, region, access, transfer, e.asynchronous, atomic=e.atomic):
-                    found = reports.race(self.findings, a.who, a.comp, info, c, e.operand.expr.loc)
-                    partial = cta.partial_release(c.other) if c.other is not None else None
-                    if partial is not None:
-                        found = attrs.evolve(found, message=f"{found.message}: {partial.words(c.other)}",
-                                             help="put a CTA barrier (`bar.sync`) between the accesses and the "
-                                             "release, or let every thread arrive (`per=thread`)")
-                    self.findings.report(found)
+            for region in (regions[e.operand.slot.name], *peers.get(e.operand.slot.name, ())):
+                for access in accesses(e):
+                    for c in cta.tracker.check(actor, region, access, transfer, e.asynchronous, atomic=e.atomic):
+                        self.race(a, info, e, c)
 
         # 5. execute
         try:
@@ -534,6 +567,10 @@ class Interpreter:
                 if e.access in (Access.WRITE, Access.READWRITE):
                     transfer.writes.append(region)
                     transfer.nbytes += region.nbytes
+                    for peer in peers.get(e.operand.slot.name, ()):  # the same values, in every other CTA
+                        transfer.writes.append(peer)
+                        if id(region) in transfer.values:
+                            transfer.values[id(peer)] = transfer.values[id(region)]
                 if e.access in (Access.READ, Access.READWRITE):
                     transfer.reads.append(region)
             else:
@@ -542,29 +579,31 @@ class Interpreter:
         if transfer is not None:
             for e in info.completes:
                 nbytes = int(self.effect_value(a, e.amount, op)) if e.amount is not None else transfer.nbytes
-                transfer.tx_barriers.append((barrier(a, e.operand, op, self.eval, self.findings), nbytes))
+                for bar in everywhere(a, e, op, self.eval, self.findings):
+                    transfer.tx_barriers.append((bar, nbytes))
             cta.inflight.append(transfer)
             if prim.group is not None:
                 a.group(prim.group).open.append(transfer)
 
         # 6. barrier signals
         for e in info.signals:
-            bar = barrier(a, e.operand, op, self.eval, self.findings)
             nbytes = 0
             if e.barrier in EXPECTS:
                 if e.amount is not None:
                     nbytes = int(self.effect_value(a, e.amount, op))
                 else:
                     nbytes = transfer.nbytes if transfer is not None else 0
-            if e.barrier in ARRIVES:
-                if e.arrivals is None:  # the instance arrives once, as a whole
+            counted = e.barrier in ARRIVES and e.arrivals is not None
+            count = int(self.effect_value(a, e.arrivals, op)) if counted else 0
+            released = a.release(count, op, t) if counted else a.vc
+            for bar in everywhere(a, e, op, self.eval, self.findings):  # a cluster arrival reaches every CTA
+                if e.barrier not in ARRIVES:
+                    bar.signal(nbytes)
+                elif e.arrivals is None:  # the instance arrives once, as a whole
                     bar.signal(nbytes, a.vc, 1, a.who)
                 else:
-                    count = int(self.effect_value(a, e.arrivals, op))
                     whole = (a.comp, t) if count >= a.threads else None
-                    bar.signal(nbytes, a.release(count, op, t), count, a.who, whole)
-            else:
-                bar.signal(nbytes)
+                    bar.signal(nbytes, released, count, a.who, whole)
 
         # 7. group commit
         if prim.group_commit is not None:

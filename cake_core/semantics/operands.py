@@ -25,7 +25,7 @@ from cake_core.semantics.barriers import BarState
 from cake_core.semantics.findings import Findings
 from cake_core.semantics.memory import Region, Store
 from cake_core.semantics.races import RegionTransfer
-from cake_core.semantics.scheduler import InterpInstance
+from cake_core.semantics.scheduler import InterpCta, InterpInstance
 
 if TYPE_CHECKING:
     from cake_core.semantics.interp import Interpreter
@@ -84,9 +84,10 @@ def accesses(e: Effect) -> tuple[str, ...]:
     return ()
 
 
-def region(a: InterpInstance, o: Operand, op: n.Op, ev: Eval) -> Region:
-    """The region operand ``o`` of ``op`` covers for instance ``a`` (its register tile made on first use)."""
-    cta = a.cta
+def region(a: InterpInstance, o: Operand, op: n.Op, ev: Eval, cta: InterpCta | None = None) -> Region:
+    """The region operand ``o`` of ``op`` covers for instance ``a`` (its register tile made on first use);
+    ``cta``: the CTA of ``a``'s cluster whose shared memory it names (``a``'s own by default)."""
+    cta = cta or a.cta
     name = o.name or ""
     if o.kind is Kind.GLOBAL:
         store = cta.globals[name]
@@ -130,9 +131,11 @@ def region(a: InterpInstance, o: Operand, op: n.Op, ev: Eval) -> Region:
     return Region(store, tuple(lo), tuple(size), tuple(keep))
 
 
-def barrier(a: InterpInstance, o: Operand, op: n.Op, ev: Eval, findings: Findings) -> BarState:
-    """The barrier (the stage of a ring) operand ``o`` of ``op`` names; a stage outside the ring faults."""
-    states = a.cta.barriers[o.name or ""]
+def barrier(a: InterpInstance, o: Operand, op: n.Op, ev: Eval, findings: Findings,
+            cta: InterpCta | None = None) -> BarState:  # fmt: skip
+    """The barrier (the stage of a ring) operand ``o`` of ``op`` names (in ``cta`` of ``a``'s cluster,
+    ``a``'s own by default); a stage outside the ring faults."""
+    states = (cta or a.cta).barriers[o.name or ""]
     stage = int(ev(a, o.stage, op)) if o.stage is not None else 0
     if not 0 <= stage < len(states):
         raise findings.stop(

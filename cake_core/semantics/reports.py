@@ -17,7 +17,7 @@ from cake_core.diagnostics.diagnostic import Label
 from cake_core.location import Loc
 from cake_core.ir.primitive import Access, Effect, Kind
 from cake_core.semantics import codes
-from cake_core.semantics.engine import CTA, DONE, MBAR
+from cake_core.semantics.engine import CLUSTER, CTA, DONE, MBAR
 from cake_core.semantics.findings import Finding, Findings, Stop
 from cake_core.semantics.memory import Region, region_text
 from cake_core.semantics.races import Conflict
@@ -156,16 +156,17 @@ def deadlock(findings: Findings, instances: Sequence[Any], kernel: Loc) -> Findi
             lines.append(f"{a.who} waits on {bar.label} for the phase of parity {parity} ({bar.state_text()})")
             secondary.append(Label(op.loc, f"{a.who} waits on {bar.label}"))
             primary = primary or op.loc
-        elif a.state == CTA and a.blocked_op is not None:
-            lines.append(f"{a.who} waits at `{a.blocked_op.name}` for every role of the CTA")
+        elif a.state in (CTA, CLUSTER) and a.blocked_op is not None:
+            every = "every role of every CTA of the cluster" if a.state == CLUSTER else "every role of the CTA"
+            lines.append(f"{a.who} waits at `{a.blocked_op.name}` for {every}")
             secondary.append(Label(a.blocked_op.loc, f"{a.who} waits here"))
             primary = primary or a.blocked_op.loc
     for a in finished:
         lines.append(f"{a.who} has finished")
     notes = []
-    if finished and any(a.state == CTA for a in instances):
+    if finished and any(a.state in (CTA, CLUSTER) for a in instances):
         notes.append("a CTA barrier needs every warp of the CTA; a role that has finished never arrives")
-    blocked_roles = ", ".join(dict.fromkeys(a.who for a in instances if a.state in (MBAR, CTA)))
+    blocked_roles = ", ".join(dict.fromkeys(a.who for a in instances if a.state in (MBAR, CTA, CLUSTER)))
     return Finding(
         codes.DEADLOCK, f"deadlock: {blocked_roles} can never go on — " + "; ".join(lines),
         primary or kernel,

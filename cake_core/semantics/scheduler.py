@@ -15,8 +15,9 @@ name the threads in the race it leaves behind (:class:`PartialRelease`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -27,10 +28,13 @@ from cake_core.ir.model import KernelModel, RoleInfo
 from cake_core.semantics import reports
 from cake_core.semantics.barriers import BarState
 from cake_core.semantics.clocks import VC
-from cake_core.semantics.engine import CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer, instance_words
+from cake_core.semantics.engine import CLUSTER, CTA, DONE, MBAR, READY, Cta, RoleInstance, Transfer, instance_words
 from cake_core.semantics.findings import Findings, Stop
 from cake_core.semantics.memory import Store
 from cake_core.semantics.races import Actor, Record, RegionTransfer, Tracker
+
+if TYPE_CHECKING:
+    from cake_core.semantics.cluster import ClusterRun
 
 POLICIES = ("random", "sequential")
 
@@ -57,7 +61,8 @@ class InterpInstance(RoleInstance):
 
     @property
     def who(self) -> str:
-        return instance_words(self.role.role.name, self.instance, self.role.instances)
+        words = instance_words(self.role.role.name, self.instance, self.role.instances)
+        return f"{words} of cluster rank {self.cta.rank}" if len(self.cta.cluster) > 1 else words
 
     def actor(self, loc: Loc) -> Actor:
         return Actor(self.vc, self.comp, self.sync_clock, self.who, loc)
@@ -119,21 +124,29 @@ class InterpCta(Cta):
     """One CTA of a launch: its stores, barriers, instances and race tracker."""
 
     def __init__(self, model: KernelModel, coords: tuple[tuple[str, int], ...], globals_: dict[str, Store],
-                 shared: dict[str, Store], barriers: dict[str, list[BarState]]) -> None:  # fmt: skip
+                 shared: dict[str, Store], barriers: dict[str, list[BarState]], peer: InterpCta | None = None,
+                 rank: int = 0) -> None:  # fmt: skip
+        """``peer``: a CTA of the same thread-block cluster, whose clock numbering, race tracker and copies
+        in flight this one shares (:mod:`cake_core.semantics.cluster`); ``rank``: this CTA's in the cluster."""
         super().__init__()
         self.model, self.coords, self.globals, self.shared, self.barriers = model, coords, globals_, shared, barriers
-        self.tracker = Tracker(self.inflight)
         self.instances: list[InterpInstance] = []
-        self.next_comp = 0
-        self.partial: list[PartialRelease] = []  # arrivals by fewer threads than their instance has
+        self.rank = rank
+        self.cluster: tuple[InterpCta, ...] = (self,)  # every CTA of its cluster, by rank (set by the interpreter)
+        if peer is None:
+            self.tracker = Tracker(self.inflight)
+            self.comps = itertools.count()
+            self.partial: list[PartialRelease] = []  # arrivals by fewer threads than their instance has
+        else:
+            self.inflight, self.tracker = peer.inflight, peer.tracker
+            self.comps, self.partial = peer.comps, peer.partial
 
     def partial_release(self, rec: Record) -> PartialRelease | None:
         """The latest arrival by fewer threads than its instance has that ``rec`` is unordered against."""
         return next((p for p in reversed(self.partial) if p.covers(rec)), None)
 
     def new_comp(self) -> int:
-        self.next_comp += 1
-        return self.next_comp - 1
+        return next(self.comps)
 
     def landed(self, tr: Transfer, comp: int, clock: int) -> None:
         """The transfer's writes apply; its accesses are recorded at ``(comp, clock)``."""
@@ -154,7 +167,7 @@ class Scheduler:
         self.policy, self.switch, self.findings = policy, switch, findings
         self.rng = np.random.default_rng(seed)
 
-    def run(self, cta: InterpCta) -> None:
+    def run(self, cta: InterpCta | ClusterRun) -> None:
         instances = cta.instances
         current: InterpInstance | None = None
         while True:
@@ -186,14 +199,18 @@ class Scheduler:
             cta.complete(t)
 
     @staticmethod
-    def step(cta: InterpCta, a: InterpInstance) -> None:
-        """``a`` runs one operation (or finishes); the last instance to reach a CTA barrier releases it."""
+    def step(cta: InterpCta | ClusterRun, a: InterpInstance) -> None:
+        """``a`` runs one operation (or finishes); the last instance to reach a CTA barrier releases it, the
+        last of the cluster (``cta``: what the scheduler runs) to reach a cluster barrier releases that."""
         a.state = READY
         assert a.gen is not None
         try:
             next(a.gen)
         except StopIteration:
-            cta.finish(a)
+            a.cta.finish(a)
             return
-        if a.state == CTA and all(b.state == CTA for b in cta.instances):
+        own = a.cta
+        if a.state == CTA and all(b.state == CTA for b in own.instances):
+            own.release_cta_barrier(own.instances)
+        elif a.state == CLUSTER and all(b.state == CLUSTER for b in cta.instances):
             cta.release_cta_barrier(cta.instances)

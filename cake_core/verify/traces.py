@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK, cluster_size, crank
 from cake_core.ir.exprs import Compiled, EvalError, Fn
 from cake_core.ir.primitive import Access, BarrierAction, Effect, Kind, numel, static_shape
 from cake_core.ir.model import KernelModel
@@ -158,17 +159,25 @@ def box_fns(index: tuple[n.Idx, ...], shape: Iterable[Any], comp: Compiled,
 def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
     """The plan of one operation of ``model``."""
     waits, signals, completes, accesses = [], [], [], []
+    # one CTA of a thread-block cluster stands for all: its peers run the same program (their `crank`
+    # aside), so what a cluster effect does in every CTA arrives here from each of them
+    size = cluster_size(model.kernel, model.env)
     for e in of.effects:
         o = e.operand
+        peers = size if e.cluster else 1
         if e.tier is Kind.BARRIER and e.barrier is not None and o.name in model.barriers:
             stage = comp(o.stage)
             ring = model.barriers[o.name].stages or 1
             if e.barrier is BarrierAction.WAIT:
                 waits.append((o.name, stage, ring, comp(e.amount), e))
             elif e.barrier is BarrierAction.COMPLETE_TX:
-                completes.append((o.name, stage, ring, comp(e.amount), copy_bytes(of), e))
+                amount = n.Bin("*", e.amount, n.Num(peers)) if peers > 1 and e.amount is not None else e.amount
+                completes.append((o.name, stage, ring, comp(amount), copy_bytes(of) * peers, e))
             elif e.barrier is not BarrierAction.INIT:
-                signals.append((e.barrier, o.name, stage, ring, comp(e.arrivals), comp(e.amount), e))
+                arrivals = e.arrivals
+                if peers > 1 and e.barrier in (BarrierAction.ARRIVE, BarrierAction.ARRIVE_EXPECT_TX):
+                    arrivals = n.Bin("*", arrivals or n.Num(1), n.Num(peers))
+                signals.append((e.barrier, o.name, stage, ring, comp(arrivals), comp(e.amount), e))
         elif e.tier is Kind.SHARED and e.access is not Access.NONE and o.name in model.smem:
             info = model.smem[o.name]
             dims: list[_DimFn] = []
@@ -178,7 +187,9 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
             acc = e.access
             flags = (acc in (Access.READ, Access.READWRITE), acc in (Access.WRITE, Access.READWRITE), e.async_proxy,
                      e.asynchronous, bool(getattr(o.slot, "atomic", False)))  # fmt: skip
-            accesses.append((o.name, info.stages is not None and o.stage is not None, dims, flags, e))
+            for r in range(peers):  # a multicast write: each rank's box lands here too
+                at = dims if peers == 1 else [tuple(_at_rank(f, r) for f in d) for d in dims]
+                accesses.append((o.name, info.stages is not None and o.stage is not None, at, flags, e))
     prim = of.prim
     pending = comp(of.typed.attr("pending")) if prim.group_wait is not None else None
     relevant = bool(
@@ -189,6 +200,13 @@ def plan(of: OpFacts, model: KernelModel, comp: Compiled) -> Plan:
     binds = [(b.name, comp(b.value)) for b in prim.binds(of.typed)]
     return Plan(of, waits, signals, completes, accesses, pending, relevant or bool(binds), prim.cta_barrier,
                 prim.group, prim.group_commit, prim.group_wait, asynchronous, binds)  # fmt: skip
+
+
+def _at_rank(fn: Fn | int | None, rank: int) -> Fn | int | None:
+    """``fn`` evaluated as the CTA of cluster rank ``rank`` would (``crank`` bound to it); a constant as is."""
+    if not callable(fn):
+        return fn
+    return lambda env: fn({**env, CRANK: rank})
 
 
 class _TooLong(Exception):
@@ -324,11 +342,10 @@ class SampleRun:
             yield from t
 
 
-def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
-             cta: Mapping[str, int] | None = None) -> SampleRun:
-    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
-    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
-    index outside its ring, an expression without a value)."""
+def cta_env(model: KernelModel, sample: Sample, cta: Mapping[str, int] | None = None) -> Env:
+    """What one CTA's role bodies start from at ``sample``: the constants, the sizes, the simulated
+    ``SMS``, scalar parameters at 1, the grid coordinates ``cta`` (each 0 where not given) and the
+    CTA's rank in its thread-block cluster, ``crank``."""
     base: Env = dict(model.env)
     base.update(sample.sizes)
     if sample.sms is not None:
@@ -338,6 +355,17 @@ def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program]
             base[p.name] = 1
     for v in model.kernel.grid.vars:
         base[v] = cta.get(v, 0) if cta is not None else 0
+    if model.kernel.grid.vars:  # the CTA's rank in its thread-block cluster
+        base[CRANK] = crank(model.kernel, model.env, int(base[model.kernel.grid.vars[0]]))
+    return base
+
+
+def simulate(model: KernelModel, sample: Sample, programs: Mapping[str, Program], budget: int,
+             cta: Mapping[str, int] | None = None) -> SampleRun:
+    """Every role instance of one CTA (``cta``'s grid coordinates, else every grid variable 0) walked
+    through its loops at ``sample``: the traces, or why not (more than ``budget`` operations, a stage
+    index outside its ring, an expression without a value)."""
+    base = cta_env(model, sample, cta)
     for p in model.pipes:
         base[counter(p, PRODUCER)] = base[counter(p, CONSUMER)] = 0
     instances: list[Instance] = []

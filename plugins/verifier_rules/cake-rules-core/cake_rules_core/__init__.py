@@ -33,6 +33,10 @@ CR127     read-of-unwritten-shared        every element of shared memory read is
 CR128     padded-reduction                argmin/top-k columns past a tensor's extent (zero-filled) excluded by a limit or mask
 CR129     output-coverage-hole            every output element written by some CTA, for every sampled shape
 CR130     overlapping-output-writes       no output element written by two role instances or two CTAs
+CR131     cluster-shape                   cluster extents >= 1, at most 8 CTAs, a grid of whole clusters for every size
+CR132     multicast-mask                  multicast only within a cluster; the ranks' slices tile their stage exactly
+CR133     multicast-release               multicast stages released in every CTA (cluster pipes, cluster arrivals)
+CR134     cluster-barrier-arrivals        `cluster.sync` reached equally often by every thread of every CTA of a cluster
 ========  ==============================  ===============================================================
 
 Rule ids never change meaning across versions of this pack; a retired id is never reused.
@@ -47,6 +51,9 @@ from cake_core.verify.rule import Rule
 
 from cake_rules_core.alignment import CpAsyncSizeAlignment, VectorAccessAlignment
 from cake_rules_core.bounds import UnmaskedOutOfBounds
+from cake_rules_core.clusters import (
+    ClusterBarrierArrivals, ClusterShape, MulticastMask, MulticastRelease,
+)  # fmt: skip
 from cake_rules_core.coverage import OutputCoverageHole, OverlappingOutputWrites
 from cake_rules_core.features import MissingFeature
 from cake_rules_core.instance_sync import MissingInstanceBarrier, ReleaseBeforeInstanceSync
@@ -61,7 +68,7 @@ from cake_rules_core.unwritten import ReadOfUnwrittenShared
 from cake_rules_core.warps import SetmaxnregLimits, WarpgroupAlignment
 from cake_rules_core.wgmma import SwizzleMismatch, WgmmaShapeAndOperands
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 RULES: tuple[type[Rule], ...] = (
     MissingFeature,
@@ -94,6 +101,10 @@ RULES: tuple[type[Rule], ...] = (
     PaddedReduction,
     OutputCoverageHole,
     OverlappingOutputWrites,
+    ClusterShape,
+    MulticastMask,
+    MulticastRelease,
+    ClusterBarrierArrivals,
 )
 
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 from cake_core.diagnostics.diagnostic import Diagnostic, Label
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK, cluster_size
+from cake_core.ir.exprs import try_int
 from cake_core.ir.primitive import Kind, Operand, static_shape
 from cake_core.ir.printer import expr as text
 from cake_core.ir.swizzle import SWIZZLE_BYTES
@@ -26,6 +28,7 @@ MAX_BOX = 256  # elements per box dimension
 STRIDE_ALIGN = 16  # bytes: global strides of a tensor map
 SHARED_ALIGN = 128  # bytes: the shared destination of a bulk tensor copy
 WGMMA_ALIGN = 1024  # bytes: a 128B-swizzled tile read by wgmma through a descriptor
+SWIZZLE_ATOM_ROWS = 8  # rows of one swizzle atom: a swizzled row slice starts on one
 
 
 def tensor_copies(ctx: RuleContext) -> Iterator[tuple[OpFacts, Operand, Operand]]:
@@ -50,9 +53,10 @@ class TmaBoxAndAlignment(Rule):
 For every bulk tensor copy (an operation moving a tile between a global tensor and a shared buffer,
 both through the async proxy, such as `tma.load`), derives the tensor map as the lowering does and
 checks what `cuTensorMapEncodeTiled` and the copy instruction require:
-- the shared tile starts at its stage's start (the lowering copies there), in a buffer of rank 1 or
-  2, and covers all rows of a stage whose rows span several swizzle panels (the panels are laid out
-  by the tile's rows);
+- the shared tile is a stage, or a slice of a stage's rows (`cs[s][crank * 64 : +64, :]`, as the ranks
+  of a cluster split a multicast stage), in a buffer of rank 1 or 2; a slice's first row follows from
+  constants and `crank`, lies on the swizzle atom (a multiple of 8 rows) in a swizzled buffer, and keeps
+  the destination aligned (below) — for every rank of the cluster;
 - every box dimension is at most 256 elements: an unswizzled row of at most 256 elements, rows in
   boxes of 256 (more rows must be a multiple of 256); a swizzled row is whole panels of the swizzle
   width (128 bytes = 64 bf16 for `128B`), so the inner box is never wider than the swizzle;
@@ -98,36 +102,66 @@ misalign (`K = 101` f32 elements are 404 bytes). A misaligned shared destination
             yield from self._destination(ctx, name, s, info)
 
     def _tile(self, ctx: RuleContext, name: str, s: Operand, info) -> Iterator[Diagnostic]:  # noqa: ANN001
-        """The lowering copies a tile to its stage's start, laying boxes out by the tile's own rows."""
+        """The lowering copies a tile to its stage's start, or to a slice of its rows (panels a stage's rows
+        apart); a swizzled slice starts on the swizzle atom, for every rank of the cluster."""
         if len(info.shape) > 2:
             yield self.at(s.expr.loc, f"`{name}` copies into `{text(s.expr)}` of rank {len(info.shape)}: bulk tensor "
                           "copies fill buffers of rank 1 or 2 here", label=f"rank {len(info.shape)}",
                           secondary=(Label(info.decl.loc, f"`{info.decl.name}` declared here"),))  # fmt: skip
             return
-        for item in s.index:
+        for d, item in enumerate(s.index):
             start = item.expr if isinstance(item, n.At) else (item.start if isinstance(item, n.Span) else None)
-            if start is not None and ctx.const(start) != 0:
-                yield self.at(
-                    item.loc if item.loc.line else s.expr.loc,
-                    f"`{name}` copies into `{text(s.expr)}`, which starts at `{text(start)}` inside its stage: the "
-                    "copy lands at the stage's start",
-                    label="starts inside the stage",
-                    secondary=(Label(info.decl.loc, f"`{info.decl.name}` declared here"),),
-                    help="declare a buffer (or a ring) of exactly the tile, and copy into a whole stage of it",
-                )
-                return
-        shape = static_shape(s)
-        width = SWIZZLE_BYTES.get(info.swizzle or "", 0)
-        elem = info.dtype.bytes
-        if shape and len(shape) == 2 and width and info.shape[-1] * elem > width and shape[0] != info.shape[0]:
+            if start is None or ctx.const(start) == 0:
+                continue
+            if d == 0 and isinstance(item, n.Span):
+                yield from self._row_slice(ctx, name, s, info, item)
+                continue
             yield self.at(
-                s.expr.loc,
-                f"`{name}` copies {shape[0]} of the {info.shape[0]} rows of `{info.decl.name}`, whose rows span "
-                f"{info.shape[-1] * elem // width} swizzle panels: the copy lays its panels {shape[0] * width} bytes "
-                f"apart, the buffer's are {info.shape[0] * width}",
-                label="part of a multi-panel stage",
-                help="copy whole stages, or give each part its own buffer",
+                item.loc if item.loc.line else s.expr.loc,
+                f"`{name}` copies into `{text(s.expr)}`, which starts at `{text(start)}` inside its stage along "
+                f"dimension {d + 1}: the copy lands at the start of {'the stage' if d == 0 else 'a row'}",
+                label="starts inside the stage" if d == 0 else "starts inside the rows",
+                secondary=(Label(info.decl.loc, f"`{info.decl.name}` declared here"),),
+                help="copy whole rows of a stage (a slice of its rows, `[r0 : +R, :]`), or give each part its own "
+                "buffer",
             )
+            return
+
+    def _row_slice(self, ctx: RuleContext, name: str, s: Operand, info,  # noqa: ANN001
+                   item: n.Span) -> Iterator[Diagnostic]:  # fmt: skip
+        """A copy into a slice of a stage's rows: its first row is known from constants and `crank` (for each
+        rank of the cluster), on the swizzle atom of 8 rows, and the bytes before it keep the destination
+        aligned."""
+        env = dict(ctx.model.env)
+        rows: list[int | None] = []
+        for r in range(cluster_size(ctx.kernel, env)):
+            env[CRANK] = r
+            rows.append(try_int(item.start, env))
+        loc = item.loc if item.loc.line else s.expr.loc
+        decl = (Label(info.decl.loc, f"`{info.decl.name}` declared here"),)
+        if any(v is None for v in rows):
+            yield self.at(loc, f"`{name}` copies into `{text(s.expr)}`, whose first row `{text(item.start)}` does not "
+                          "follow from constants and `crank`: the lowering places the copy when it compiles",
+                          label="first row not known when compiled", secondary=decl,
+                          help="start the slice at a constant row, or one computed from `crank`")  # fmt: skip
+            return
+        width = SWIZZLE_BYTES.get(info.swizzle or "", 0)
+        pitch = width if width else info.row_stride * info.dtype.bytes
+        need = WGMMA_ALIGN if info.swizzle == "128B" and read_by_wgmma(ctx, info.decl.name) else SHARED_ALIGN
+        step = SWIZZLE_ATOM_ROWS if width else need // math.gcd(need, pitch)
+        for v in rows:
+            assert v is not None
+            if width and v % SWIZZLE_ATOM_ROWS:
+                why = f"not a multiple of the swizzle atom's {SWIZZLE_ATOM_ROWS} rows"
+            elif (v * pitch) % need:
+                why = f"{v * pitch} bytes into the stage, not {need}-byte aligned"
+            else:
+                continue
+            each = f" (rank {rows.index(v)})" if len(rows) > 1 else ""
+            yield self.at(loc, f"`{name}` copies into `{text(s.expr)}`, which starts at row {v}{each}: {why}",
+                          label=f"starts at row {v}", secondary=decl,
+                          help=f"start every slice at a multiple of {step} rows")  # fmt: skip
+            return
 
     def _box(self, name: str, s: Operand, info, elem: int) -> Iterator[Diagnostic]:  # noqa: ANN001
         shape = static_shape(s)

@@ -49,6 +49,10 @@ IDS = {
     "CR128": "padded-reduction",
     "CR129": "output-coverage-hole",
     "CR130": "overlapping-output-writes",
+    "CR131": "cluster-shape",
+    "CR132": "multicast-mask",
+    "CR133": "multicast-release",
+    "CR134": "cluster-barrier-arrivals",
 }
 
 
@@ -189,3 +193,24 @@ def test_cr108_names_sizes_and_loop_indices(registry) -> None:
         "past the extent `K` = 1",
     ]
     assert re.search(r"mask it \(`oob=zero`\)", diags[1].help or "")
+
+
+def test_cr131_points_at_the_grid_with_the_sizes_that_break_it(registry) -> None:
+    (d,) = _diags(registry, "CR131/invalid_ragged_grid.cake")
+    assert d.message == ("kernel `norms`'s grid is not a whole number of clusters of 2 along `t` (x) when N=1: "
+                         "the extent of `t` is 1")  # fmt: skip
+    assert d.primary.line == 7 and d.label == "`cdiv(N, R)` must be a multiple of 2"
+    assert [s.loc.line for s in d.secondary] == [8]
+
+
+def test_cr132_names_the_element_and_the_ranks(registry) -> None:
+    hole, overlap = _diags(registry, "CR132/invalid_slices.cake")
+    assert hole.message.endswith("no rank writes `cs[64, 0]`")
+    assert overlap.message.endswith("ranks 0 and 1 both write `cs[32, 0]`")
+    assert "rank 0 [0..63, 0..63]; rank 1 [32..95, 0..63]" in overlap.notes[0]
+
+
+def test_cr134_names_the_ctas_and_roles_that_differ(registry) -> None:
+    (d,) = _diags(registry, "CR134/invalid_uneven_tiles.cake")
+    assert "role `all` of the CTA at first grid index 0 reaches the cluster barriers once" in d.message
+    assert "role `all` of the CTA at first grid index 1 0 times" in d.message

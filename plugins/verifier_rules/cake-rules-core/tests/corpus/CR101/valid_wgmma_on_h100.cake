@@ -1,8 +1,9 @@
 # target: h100
 # The same warpgroup MMA and a cluster on sm_90a: every feature is there (TMA into 128B-swizzled
-# tiles, an mbarrier with its transaction bytes, wgmma from shared memory).
+# tiles, an mbarrier with its transaction bytes, wgmma from shared memory). N is a multiple of two
+# tiles, so the grid is a whole number of clusters (CR131).
 kernel scores(x: global bf16[N, 64], c: global bf16[64, 64], out: global f32[N, 64])
-  domain N >= 1, N % 64 == 0
+  domain N >= 1, N % 128 == 0
   grid (t) over (N / 64)
   cta warps 4 cluster (2, 1)
   smem xs: bf16[64, 64] swizzle 128B
