@@ -119,10 +119,17 @@ def test_the_gpu_hands_out_each_counters_slots_once(gpu_runner, compile_cake, te
     spec = cand.spec(sizes)
     plan = build_plan(cand.build(spec), cand.compile(spec, cache=False).cubin, sizes)
     inputs = _inputs(n, k, seed=3)
-    # the kernel writes `ctr` and `o`: they are the plan's outputs, which the runner poisons (all ones: -1)
-    # before the run instead of taking them from the caller; the interpreter starts from the same values
-    poisoned = {"ctr": np.full(k, -1, np.int32), "o": np.full(n, -1, np.int32)}
-    got = gpu_runner.run(plan, {"ix": inputs["ix"]})
+    # what the kernel writes (`o`, and `ctr` where the counters are global) is the plan's output, which the
+    # runner poisons (all ones: -1) before the run instead of taking it from the caller; the interpreter
+    # starts from the same values. The shared variant counts in shared memory and never touches `ctr`,
+    # which is then an input like `ix`.
+    poisoned = {"o": np.full(n, -1, np.int32)}
+    feed = {"ix": inputs["ix"]}
+    if text is SHARED:
+        feed["ctr"] = inputs["ctr"]
+    else:
+        poisoned["ctr"] = np.full(k, -1, np.int32)
+    got = gpu_runner.run(plan, feed)
     assert got.ok, (got.status, got.error)
     inputs.update(poisoned)
     want = run_program(compile_cake(text), inputs, sizes, policy="sequential")
