@@ -410,26 +410,43 @@ def _update_from_acc(ctx, vr: RegView, ir: RegView, acc: RegView, bview, is_mask
         raise NotLowerable("a `wgmma_acc` tile folds into a `wgmma_rows` state [rows, k]")
     mi_n, ni_n = acc.layout.shape[0] // 64, acc.layout.shape[1] // 8  # m64 blocks; n8 column groups
     col0 = f"(({ctx.lane} & 3) << 1)"
-    bz, bok = ctx.fresh("bz"), ctx.fresh("bok")
-    ctx.line(f"float {bz}[{ni_n * 2}]; bool {bok}[{ni_n * 2}];")
+    # a column that is no candidate gets a NaN bias: its score fails every comparison, the first with the
+    # list's K-th value (`<=`, ties go on to the exact comparison of the insertion)
+    bz = ctx.fresh("bz")
+    ctx.line(f"float {bz}[{ni_n * 2}];")
     for ni in range(ni_n):
         for e in range(2):
             col = f"{col0} + {ni * 8 + e}"
             conds = ([bview.in_bounds([col])] if isinstance(bview, GlobalView) and is_masked else []) + (
                 [f"{base} + {col} < {limit}"] if limit else []
             )  # fmt: skip
-            ok = " && ".join(conds) or "true"
+            ok = " && ".join(conds)
             addr = bview.read_addr([col], ok) if conds and isinstance(bview, GlobalView) else bview.addr([col])
-            ctx.line(f"{bok}[{ni * 2 + e}] = {ok}; {bz}[{ni * 2 + e}] = {to_f32(f'*{addr}', bview.dtype)};")
+            value = to_f32(f"*{addr}", bview.dtype)
+            ctx.line(f"{bz}[{ni * 2 + e}] = {f'({ok}) ? {value} : __int_as_float(0x7fc00000)' if ok else value};")
+    # per row: one branch-free test of the least of the thread's scores (fminf passes over NaN) against the
+    # K-th value; only a row with a candidate that passes takes the insertions (the scores computed again)
     for mi in range(mi_n):
         for h in range(2):
             lst = (mi * 2 + h) * k
-            for ni in range(ni_n):
-                for e in range(2):
-                    a = f"{acc.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]"
-                    ctx.line(f"{{ const float cake_s = fmaf({scale}, {a}, {bz}[{ni * 2 + e}]); "
-                             f"if ({bok}[{ni * 2 + e}] && cake_s == cake_s) cake_topk_insert<{k}>(&{vr.name}[{lst}], "
-                             f"&{ir.name}[{lst}], cake_s, {base} + {col0} + {ni * 8 + e}); }}")  # fmt: skip
+            cols = [(f"{acc.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]", ni * 2 + e, ni * 8 + e)
+                    for ni in range(ni_n) for e in range(2)]  # fmt: skip
+            ctx.line(f"{{ if ({_fmin_tree([f'fmaf({scale}, {a}, {bz}[{b}])' for a, b, _ in cols])} <= "
+                     f"{vr.name}[{lst + k - 1}]) {{")  # fmt: skip
+            for a, b, c in cols:
+                ctx.line(f"    {{ const float cake_s = fmaf({scale}, {a}, {bz}[{b}]); "
+                         f"if (cake_s <= {vr.name}[{lst + k - 1}]) cake_topk_insert<{k}>(&{vr.name}[{lst}], "
+                         f"&{ir.name}[{lst}], cake_s, {base} + {col0} + {c}); }}")  # fmt: skip
+            ctx.line("  }")
+            ctx.line("}")
+
+
+def _fmin_tree(terms: list[str]) -> str:
+    """``fminf`` of ``terms`` as a balanced tree (independent halves: instruction-level parallelism)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = len(terms) // 2
+    return f"fminf({_fmin_tree(terms[:half])}, {_fmin_tree(terms[half:])})"
 
 
 def _reduce_quads(ctx, vr: RegView, ir: RegView, tv: RegView, tx: RegView, scratch_op, k: int) -> None:
