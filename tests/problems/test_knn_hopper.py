@@ -56,7 +56,8 @@ def test_the_interpreter_gives_the_k_best(compile_cake, path, shape, dtype) -> N
         assert not P.check(inputs, {"out": result.outputs["out"]}, shape, dtype).passed
 
 
-@pytest.mark.parametrize("path,d,k", [(HOPPER, 64, 1), (HOPPER, 256, 32), (BOTH[1], 256, 16), (HOPPER_IP, 128, 10),
+# hopper_split at K=8: its K=16 lists (the domain's longest) compile too, but take NVRTC about 40 s
+@pytest.mark.parametrize("path,d,k", [(HOPPER, 64, 1), (HOPPER, 256, 32), (BOTH[1], 256, 8), (HOPPER_IP, 128, 10),
                                       (SPLIT_IP, 64, 1)],
                          ids=lambda v: v.stem if isinstance(v, Path) else None)  # fmt: skip
 def test_compiles_for_h200_without_spills(path: Path, d: int, k: int) -> None:
