@@ -193,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = [p for _, p in args.schedule_paths[metric]]
         cells = [(c.shape, c.dtype) for c in args.cell_list]
         done = precompile(paths, reg.get("problems", PROBLEMS[metric]), cells, args.compile_workers) if paths else []
-        print(f"{metric}: {len(done)} specialization(s) compiled, {time.perf_counter() - began:.0f} s so far", flush=True)
+        print(f"{metric}: {len(done)} specialization(s) compiled, {time.perf_counter() - began:.0f} s so far",
+              flush=True)  # fmt: skip
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     records: list[dict[str, Any]] = []
     with GpuRunner() as oracle_runner:

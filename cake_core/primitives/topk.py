@@ -30,8 +30,9 @@ Lowering: a candidate that beats a list's K-th pair takes its place and moves up
 (constant indices: the lists stay in registers; the lowering relies on the lists being sorted, as
 ``fill`` and ``topk.update`` leave them). The first comparison, with the list's K-th pair, rejects most
 candidates. ``topk.update`` folds a `rows` register tile (``split=1``), a shared tile (its scores read a
-batch ahead of the insertions, so the loads overlap), or a `wgmma_acc` tile. ``topk.reduce`` reads shared partials directly; register partials of ``P`` threads per
-row (``P`` a power of two up to 32, neighbouring lanes) merge by warp shuffles, and the merged list
+batch ahead of the insertions, so the loads overlap), or a `wgmma_acc` tile. ``topk.reduce`` reads
+shared partials directly; register partials of ``P`` threads per row (``P`` a power of two up to 32,
+neighbouring lanes) and `wgmma_rows` lists (a quad's four threads) merge by warp shuffles, and the merged list
 reaches the thread that holds the row through ``scratch``, a shared tile of at least ``2 * R * k``
 32-bit words (with ``P = 1`` in the same threads, no scratch is needed).
 """
@@ -476,16 +477,19 @@ def _reduce_quads(ctx, vr: RegView, ir: RegView, tv: RegView, tx: RegView, scrat
         ctx.line(f"  #pragma unroll\n  for (int e = 0; e < {k}; ++e) {{ cake_mv[e] = __int_as_float(0x7f800000); "
                  "cake_mx[e] = -1; }")  # fmt: skip
         for e in range(kp):
-            ctx.line(f"  cake_topk_insert<{k}>(cake_mv, cake_mx, {tv.name}[{slot * kp + e}], {tx.name}[{slot * kp + e}]);")
+            ctx.line(f"  cake_topk_insert<{k}>(cake_mv, cake_mx, {tv.name}[{slot * kp + e}], "
+                     f"{tx.name}[{slot * kp + e}]);")  # fmt: skip
         for off in (1, 2):
             ctx.line("  #pragma unroll")
-            ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ cake_ov[e] = __shfl_xor_sync(0xffffffffu, cake_mv[e], {off}); "
-                     f"cake_ox[e] = __shfl_xor_sync(0xffffffffu, cake_mx[e], {off}); }}")  # fmt: skip
+            ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ cake_ov[e] = __shfl_xor_sync(0xffffffffu, cake_mv[e], "
+                     f"{off}); cake_ox[e] = __shfl_xor_sync(0xffffffffu, cake_mx[e], {off}); }}")  # fmt: skip
             ctx.line("  #pragma unroll")
-            ctx.line(f"  for (int e = 0; e < {k}; ++e) cake_topk_insert<{k}>(cake_mv, cake_mx, cake_ov[e], cake_ox[e]);")
+            ctx.line(f"  for (int e = 0; e < {k}; ++e) cake_topk_insert<{k}>(cake_mv, cake_mx, cake_ov[e], "
+                     "cake_ox[e]);")  # fmt: skip
         ctx.line(f"  if (({ctx.lane} & 3) == 0) {{")
         ctx.line("    #pragma unroll")
-        ctx.line(f"    for (int e = 0; e < {k}; ++e) {{ *{word(row, 'e')} = {v_w}; *{word(row, f'{k} + e')} = {x_w}; }}")
+        ctx.line(f"    for (int e = 0; e < {k}; ++e) {{ *{word(row, 'e')} = {v_w}; "
+                 f"*{word(row, f'{k} + e')} = {x_w}; }}")  # fmt: skip
         ctx.line("  }")
         ctx.line("}")
     _read_scratch(ctx, vr, ir, word, per_thread, rows, k, as_f32)
