@@ -10,23 +10,28 @@ problem's full oracle (its float64 CUDA reference above the numpy limit).
 The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squared norms and
 ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
 scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
-``topk``. Cake schedules are named by their file under the problem's schedules/ or by path; a cell
-outside a schedule's domain (fused_topk and both hopper take K <= 32, hopper_split K <= 16) is
-recorded as ``unsupported``.
+``topk``. Cake schedules are named by their file under the problem's schedules/ or by path (by default
+each metric's hopper_split.cake; fused_topk, hopper and naive can be named); a cell outside a schedule's
+domain (fused_topk and both hopper take K <= 32, hopper_split K <= 16) is recorded as ``unsupported``.
 
-The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. ``--budget-s`` bounds the
-wall time: no new cell starts after it (the torch baseline alone takes about 85 ms a call at the headline
-cell). Records are written after each one. bench/benchlib.py gives the launcher (called by keyword: its
-argument order differs between branches), the timing loop and the record writer.
+The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. Every Cake
+specialization the cells need is compiled first, ``--compile-workers`` at a time (NVRTC takes tens of
+seconds per unrolled specialization). ``--cell-budget-s`` bounds each cell and metric: after its first
+run, no new run starts once the cell has spent it (the headline cell's torch baselines take 50-90 ms a
+call and its fp64 oracle seconds a check), so every cell gets measured. Records are written after each
+one; their ``commit`` is ``CAKE_COMMIT`` where set (a copied tree's git metadata can be stale), else
+git's. bench/benchlib.py gives the launcher (called by keyword: its argument order differs between
+branches), the timing loop and the record writer.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
-       [--schedules fused_topk,hopper,hopper_split] [--ip-schedules hopper] [--runs 2] [--reps 5]
-       [--warmup 1] [--budget-s 120] [--out FILE.json]
+       [--schedules hopper_split] [--ip-schedules hopper_split] [--runs 2] [--reps 5] [--warmup 1]
+       [--cell-budget-s 12] [--compile-workers N] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -54,13 +59,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cells", default="all", help="`all` or indices into BENCH_CELLS, e.g. 0,3")
     ap.add_argument("--metrics", default="l2,ip", help="l2 (problem knn), ip (problem knn-ip)")
     ap.add_argument("--impls", default=",".join(TORCH_IMPLS), help="torch baselines: torch, torch-fp32 (or none)")
-    ap.add_argument("--schedules", default="fused_topk,hopper,hopper_split",
-                    help="Cake schedules of knn (L2): names or paths")
-    ap.add_argument("--ip-schedules", default="hopper", help="Cake schedules of knn-ip: names or paths")
+    ap.add_argument("--schedules", default="hopper_split", help="Cake schedules of knn (L2): names or paths")
+    ap.add_argument("--ip-schedules", default="hopper_split", help="Cake schedules of knn-ip: names or paths")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--budget-s", type=float, default=120.0, help="no new cell starts after this many seconds")
+    ap.add_argument("--cell-budget-s", type=float, default=12.0,
+                    help="per cell and metric: no new run starts after this many seconds (the first always runs)")
+    ap.add_argument("--compile-workers", type=int, default=os.cpu_count() or 1,
+                    help="Cake specializations compiled at a time before anything is timed")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     if args.cells == "all":
@@ -76,8 +83,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.impl_list = [] if args.impls == "none" else _csv(args.impls)
     if set(args.impl_list) - set(TORCH_IMPLS):
         ap.error(f"--impls takes {', '.join(TORCH_IMPLS)} or none, not `{args.impls}`")
-    if min(args.runs, args.reps) < 1 or args.warmup < 0 or args.budget_s <= 0:
-        ap.error("--runs and --reps must be at least 1, --warmup at least 0, --budget-s positive")
+    if min(args.runs, args.reps, args.compile_workers) < 1 or args.warmup < 0 or args.cell_budget_s <= 0:
+        ap.error("--runs, --reps and --compile-workers must be at least 1, --warmup at least 0, --cell-budget-s "
+                 "positive")
     args.schedule_paths = {"l2": [_schedule("l2", s) for s in _csv(args.schedules)],
                            "ip": [_schedule("ip", s) for s in _csv(args.ip_schedules)]}  # fmt: skip
     missing = [str(p) for ps in args.schedule_paths.values() for _, p in ps if not p.exists()]
@@ -90,6 +98,12 @@ def _schedule(metric: str, name: str) -> tuple[str, Path]:
     """``(label, path)``: a committed schedule of the metric's problem by its name, or a path."""
     path = SCHEDULES[metric] / f"{name}.cake"
     return (name, path) if path.exists() else (Path(name).stem, Path(name))
+
+
+def record_commit(git_commit: Any) -> str:
+    """The commit the records name: ``CAKE_COMMIT`` where set (a copied tree's git metadata can be stale),
+    else ``git_commit()`` (benchlib's)."""
+    return os.environ.get("CAKE_COMMIT", "").strip() or git_commit()
 
 
 def make_record(problem: Any, cell: Any, impl: str, run: int, samples: list[float], report: Any, *, gpu: str,
@@ -165,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
-    from benchlib import CakeLauncher, commit, time_fn, write_records
+    from benchlib import CakeLauncher, commit, precompile, time_fn, write_records
     from cake_core import plugins
     from cake_core.errors import CakeUserError
     from cake_core.loop.benchmark import today
@@ -173,15 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reg = plugins.registry()
     target = reg.get("targets", "h200")
-    gpu, sha, date = torch.cuda.get_device_name(), commit(), today()
+    gpu, sha, date = torch.cuda.get_device_name(), record_commit(commit), today()
+    began = time.perf_counter()
+    for metric in args.metric_list:
+        paths = [p for _, p in args.schedule_paths[metric]]
+        cells = [(c.shape, c.dtype) for c in args.cell_list]
+        done = precompile(paths, reg.get("problems", PROBLEMS[metric]), cells, args.compile_workers) if paths else []
+        print(f"{metric}: {len(done)} specialization(s) compiled, {time.perf_counter() - began:.0f} s so far",
+              flush=True)  # fmt: skip
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     records: list[dict[str, Any]] = []
-    began = time.perf_counter()
     with GpuRunner() as oracle_runner:
         for cell, metric in [(c, m) for c in args.cell_list for m in args.metric_list]:
-            if time.perf_counter() - began > args.budget_s:
-                print(f"budget of {args.budget_s:g} s spent: {cell.label} {metric} and the cells after it skipped")
-                break
+            cell_began = time.perf_counter()
             problem = reg.get("problems", PROBLEMS[metric])
             s = cell.shape
             out = torch.empty((s["B"], s["M"], s["K"]), dtype=torch.int32, device="cuda")
@@ -199,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     records.append(make_record(problem, cell, f"cake:{label}", 0, [], None, gpu=gpu, commit=sha,
                                                date=date, status=status, error=error))  # fmt: skip
             for run in range(args.runs):
+                if run and time.perf_counter() - cell_began > args.cell_budget_s:
+                    print(f"{cell.label} {metric}: cell budget of {args.cell_budget_s:g} s spent after {run} run(s)")
+                    break
                 host, new = _fresh(cell, 2000 + run)
                 dev["q"].copy_(new["q"])
                 dev["x"].copy_(new["x"])
@@ -226,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.cuda.empty_cache()
     if args.out:
         write_records(Path(args.out), records)
-    print("\n".join(["", *table(records)]))
+    print("\n".join(["", *table(records), f"{time.perf_counter() - began:.0f} s in all"]))
     return 0
 
 

@@ -119,10 +119,12 @@ def _wgmma(name: str, args: tuple[int, ...], shape: tuple[int, ...], dtype: DTyp
     if warps != 4:
         raise LayoutError(f"`{name}` belongs to one warpgroup (4 warps), the role instance has {warps}")
     if name == "wgmma_rows":
-        if len(shape) != 1 or shape[0] % 64:
-            raise LayoutError("`wgmma_rows` holds [M], M a multiple of 64: one value per accumulator row")
+        # [M]: one value per accumulator row; [M, C]: C values per row (a top-k list), slot (2 * block + h) * C + c
+        if len(shape) not in (1, 2) or shape[0] % 64:
+            raise LayoutError("`wgmma_rows` holds [M] or [M, C], M a multiple of 64: values per accumulator row")
         blocks = shape[0] // 64
-        return LayoutInfo(name, args, shape, dtype, threads, 2 * blocks, (4, 1), (16,))
+        per_row = shape[1] if len(shape) == 2 else 1
+        return LayoutInfo(name, args, shape, dtype, threads, 2 * blocks * per_row, (4, 1), (16,))
     if len(shape) != 2 or shape[0] % 64 or shape[1] % 8 or not (8 <= shape[1] <= 256):
         raise LayoutError("`wgmma_acc` holds [M, N]: M a multiple of 64, N a multiple of 8 up to 256")
     blocks = shape[0] // 64

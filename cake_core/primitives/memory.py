@@ -60,6 +60,8 @@ class Store(Primitive):
             ctx.line(f"{indent}{guard}*{view.addr(local)} = {value(slot)};")
 
         if reg.layout.name == "wgmma_rows":
+            if len(reg.layout.shape) != 1:
+                raise NotLowerable("a [rows, C] `wgmma_rows` tile is stored after a reduce into `rows`")
             # rows g and g+8 of each warp's 16 of every 64-row block, held alike by the quad: one writes
             for slot in range(reg.layout.regs_per_thread):
                 blk, h = divmod(slot, 2)

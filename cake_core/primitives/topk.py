@@ -19,15 +19,20 @@ Lists are kept sorted ascending. Columns whose ``bias`` is out of bounds (``oob=
 reaches ``limit``, or whose score is NaN are never candidates. A row with fewer than ``K`` candidates
 keeps empty slots. Scores are computed in float64 and rounded once to fp32, as ``fmaf`` does.
 
-The tile comes from a `rows` register tile or from shared memory (an ``mma.sync`` / ``wgmma``
-accumulator is stored there first). Folding a fragment accumulator in place needs a per-row state of
-``K`` values in a fragment layout, which the layouts do not have yet.
+The tile comes from a `rows` register tile, from shared memory, or straight from a ``wgmma``
+accumulator (`wgmma_acc`) into a state ``[R, K]`` in the `wgmma_rows` layout. As with ``argmin.update``
+over `wgmma_acc`, the interpreter keeps one list per row, while on the GPU each of the four threads of a
+quad that share a row keeps the ``K`` best of its own columns: their union holds the row's ``K`` best,
+and ``topk.reduce`` (into a `rows` result, through ``scratch``) merges the four by shuffles. So a
+`wgmma_rows` state is read only by ``topk.reduce``.
 
 Lowering: a candidate that beats a list's K-th pair takes its place and moves up by compare-and-swap
 (constant indices: the lists stay in registers; the lowering relies on the lists being sorted, as
-``fill`` and ``topk.update`` leave them). ``topk.update`` folds a `rows` register tile (``split=1``) or
-a shared tile. ``topk.reduce`` reads shared partials directly; register partials of ``P`` threads per
-row (``P`` a power of two up to 32, neighbouring lanes) merge by warp shuffles, and the merged list
+``fill`` and ``topk.update`` leave them). The first comparison, with the list's K-th pair, rejects most
+candidates. ``topk.update`` folds a `rows` register tile (``split=1``), a shared tile (its scores read a
+batch ahead of the insertions, so the loads overlap), or a `wgmma_acc` tile. ``topk.reduce`` reads
+shared partials directly; register partials of ``P`` threads per row (``P`` a power of two up to 32,
+neighbouring lanes) and `wgmma_rows` lists (a quad's four threads) merge by warp shuffles, and the merged list
 reaches the thread that holds the row through ``scratch``, a shared tile of at least ``2 * R * k``
 32-bit words (with ``P = 1`` in the same threads, no scratch is needed).
 """
@@ -49,11 +54,15 @@ from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import PAIR_BETTER, const_attr, rows_layout, static_sizes, to_f32, unravel
-from cake_core.primitives._vocab import need_dtype, need_layout, need_scratch
+from cake_core.primitives._vocab import layout_name, need_dtype, need_layout, need_scratch
 
 _F32 = frozenset({DType.F32})
 _I32 = frozenset({DType.I32})
 _MASK32 = np.int64(0xFFFFFFFF)
+#: the layouts of a top-k state: one list per row (or per split thread), or per quad thread of a wgmma row
+_STATE_LAYOUTS = ("rows", "wgmma_rows")
+#: scores of a shared tile read ahead of their insertions, per thread
+_BATCH = 8
 
 
 def select_best(vals: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -95,17 +104,26 @@ class TopkUpdate(Primitive):
         yield from need_dtype(op, vals, _F32, "f32 values")
         yield from need_dtype(op, idx, _I32, "i32 indices")
         yield from need_dtype(op, tile, _F32, "an f32 tile of scores")
-        yield from need_layout(op, vals, ("rows",), "per-row state in the `rows` layout")
-        yield from need_layout(op, idx, ("rows",), "per-row state in the `rows` layout")
+        yield from need_layout(op, vals, _STATE_LAYOUTS, "per-row state in the `rows` or `wgmma_rows` layout")
+        yield from need_layout(op, idx, _STATE_LAYOUTS, "per-row state in the `rows` or `wgmma_rows` layout")
         yield from need_layout(
-            op, tile, ("rows",),
-            "a `rows` register tile or a shared tile (store an `mma_acc`/`wgmma_acc` accumulator to shared "
-            "memory first: a fragment layout holding k values per row does not exist yet)",
+            op, tile, ("rows", "wgmma_acc"),
+            "a `rows` or `wgmma_acc` register tile or a shared tile (store an `mma_acc` accumulator to shared "
+            "memory first)",
         )  # fmt: skip
         yield from need_static(op, tile)
         k = ctx.const(op.attr("k")) if op.attr("k") is not None else None
         split_e = op.attr("split")
         split = ctx.const(split_e) if split_e is not None else 1
+        from_acc = layout_name(tile) == "wgmma_acc"
+        for o in (vals, idx):
+            if (layout_name(o) == "wgmma_rows") != from_acc:
+                yield codes.TYPES.at(
+                    o.expr.loc, f"a `{layout_name(tile) or 'shared'}` tile folds into state in layout "
+                    f"`{'wgmma_rows' if from_acc else 'rows'}`, `{o.name}` is `{layout_name(o)}`",
+                )  # fmt: skip
+        if from_acc and split not in (None, 1):
+            yield codes.ATTRIBUTES.at(op.op.loc, "a `wgmma_acc` tile is split over its quads already: `split=1`")
         if k is not None and k < 1:
             yield codes.ATTRIBUTES.at(op.op.loc, f"`k` must be at least 1, not {k}")
         if split is not None and split < 1:
@@ -161,12 +179,15 @@ class TopkUpdate(Primitive):
         vals, idx, tile, bias = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
         vr, ir = ctx.rview(vals), ctx.rview(idx)
         k, split = const_attr(op, ctx, "k", 1), const_attr(op, ctx, "split", 1)
-        per_thread, _, state_rows = rows_layout(vr)
         bview = ctx.gview(bias) if bias.kind is Kind.GLOBAL else ctx.sview(bias)
         base = ctx.c(op.attr("base"))
         scale = ctx.c(op.attr("scale")) if op.attr("scale") is not None else "1.0f"
         limit = ctx.c(op.attr("limit")) if op.attr("limit") is not None else None
         _insert_helpers(ctx)
+        if tile.kind is Kind.REGISTERS and layout_name(tile) == "wgmma_acc":
+            _update_from_acc(ctx, vr, ir, ctx.rview(tile), bview, masked(op), base, scale, limit, k)
+            return
+        per_thread, _, state_rows = rows_layout(vr)
 
         def candidate(j: str, col: str, value: str, indent: str) -> None:
             conds = ([bview.in_bounds([col])] if isinstance(bview, GlobalView) and masked(op) else []) + (
@@ -197,10 +218,18 @@ class TopkUpdate(Primitive):
             if sv.swizzle:
                 raise NotLowerable("`topk.update` from a swizzled shared tile is not lowered")
             rows, cols = static_sizes(sv)
-            c = ctx.fresh("c")
+            c, u, sb = ctx.fresh("c"), ctx.fresh("u"), ctx.fresh("sb")
+            # a batch of _BATCH scores read ahead of its insertions: the shared loads overlap
             ctx.line("    #pragma unroll 1")
-            ctx.line(f"    for (int {c} = {s_} % {split}; {c} < {cols}; {c} += {split})")
-            candidate(j, c, f"*{sv.addr([f'{s_} / {split}', c])}", "      ")
+            ctx.line(f"    for (int {c} = {s_} % {split}; {c} < {cols}; {c} += {split * _BATCH}) {{")
+            ctx.line(f"      float {sb}[{_BATCH}];")
+            ctx.line("      #pragma unroll")
+            ctx.line(f"      for (int {u} = 0; {u} < {_BATCH}; ++{u}) {sb}[{u}] = {c} + {u} * {split} < {cols} ? "
+                     f"*{sv.addr([f'{s_} / {split}', f'min({c} + {u} * {split}, {cols - 1})'])} : 0.0f;")  # fmt: skip
+            ctx.line("      #pragma unroll")
+            ctx.line(f"      for (int {u} = 0; {u} < {_BATCH}; ++{u}) if ({c} + {u} * {split} < {cols})")
+            candidate(j, f"({c} + {u} * {split})", f"{sb}[{u}]", "        ")
+            ctx.line("    }")
         ctx.line("  }")
         ctx.line("}")
 
@@ -239,8 +268,11 @@ class TopkReduce(Primitive):
         yield from need_dtype(op, pv, _F32, "f32 values")
         yield from need_dtype(op, idx, _I32, "i32 indices")
         yield from need_dtype(op, pi, _I32, "i32 indices")
-        for o in (vals, idx, pv, pi):
+        for o in (vals, idx):
             yield from need_layout(op, o, ("rows",), "lists in the `rows` layout")
+        for o in (pv, pi):
+            yield from need_layout(op, o, _STATE_LAYOUTS, "partial lists in the `rows` or `wgmma_rows` layout")
+        for o in (vals, idx, pv, pi):
             yield from need_static(op, o)
         k = ctx.const(op.attr("k")) if op.attr("k") is not None else None
         so, sp = static_shape(vals), static_shape(pv)
@@ -262,6 +294,9 @@ class TopkReduce(Primitive):
         scratch = op.ins[2] if len(op.ins) > 2 else None
         if scratch is not None:
             yield from need_scratch(op, scratch, 2 * so[0] * k, "a value and an index per row and rank")
+        elif layout_name(pv) == "wgmma_rows":
+            yield codes.TYPES.at(op.op.loc, f"merging `wgmma_rows` lists into `rows` needs a shared scratch of "
+                                 f"{2 * so[0] * k} 32-bit words (a third operand)")  # fmt: skip
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         k = int(x.attr("k"))
@@ -287,6 +322,9 @@ class TopkReduce(Primitive):
             _reduce_shared(ctx, vr, ir, ctx.sview(pv), ctx.sview(pi), k)
             return
         tv, tx = ctx.rview(pv), ctx.rview(pi)
+        if tv.layout.name == "wgmma_rows":
+            _reduce_quads(ctx, vr, ir, tv, tx, op.ins[2] if len(op.ins) > 2 else None, k)
+            return
         p_per, kp, p_rows = rows_layout(tv)
         split = p_rows // rows
         if split == 1 and p_per == per_thread:
@@ -335,17 +373,7 @@ class TopkReduce(Primitive):
                      f"*{word(f'{s_} / {split}', f'{k} + e')} = {x_w}; }}")  # fmt: skip
             ctx.line("  }")
         ctx.line("}")
-        ctx.line(ctx.sync_instance())
-        v_r = "{}" if as_f32 else "__int_as_float({})"
-        x_r = "__float_as_int({})" if as_f32 else "{}"
-        for j in range(per_thread):
-            r = f"({ctx.itid} + {ctx.threads * j})"
-            ctx.line(f"if ({r} < {rows}) {{")
-            ctx.line("  #pragma unroll")
-            ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ {vr.name}[{j * k} + e] = {v_r.format('*' + word(r, 'e'))}; "
-                     f"{ir.name}[{j * k} + e] = {x_r.format('*' + word(r, f'{k} + e'))}; }}")  # fmt: skip
-            ctx.line("}")
-        ctx.line(ctx.sync_instance())
+        _read_scratch(ctx, vr, ir, word, per_thread, rows, k, as_f32)
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         pv = op.ins[0]
@@ -374,6 +402,112 @@ __device__ __forceinline__ void cake_topk_insert(float* lv, int* lx, float v, in
 def _insert_helpers(ctx) -> None:
     ctx.helper("argmin_better", PAIR_BETTER)
     ctx.helper("topk_insert", _INSERT)
+
+
+def _update_from_acc(ctx, vr: RegView, ir: RegView, acc: RegView, bview, is_masked: bool, base: str, scale: str,
+                     limit: str | None, k: int) -> None:  # fmt: skip
+    """Fold a `wgmma_acc` tile into `wgmma_rows` lists: each thread its two rows per 64-row block, its columns."""
+    if len(vr.layout.shape) != 2 or vr.layout.shape[1] != k:
+        raise NotLowerable("a `wgmma_acc` tile folds into a `wgmma_rows` state [rows, k]")
+    mi_n, ni_n = acc.layout.shape[0] // 64, acc.layout.shape[1] // 8  # m64 blocks; n8 column groups
+    col0 = f"(({ctx.lane} & 3) << 1)"
+    # a column that is no candidate gets a NaN bias: its score fails every comparison, the first with the
+    # list's K-th value (`<=`, ties go on to the exact comparison of the insertion)
+    bz = ctx.fresh("bz")
+    ctx.line(f"float {bz}[{ni_n * 2}];")
+    for ni in range(ni_n):
+        for e in range(2):
+            col = f"{col0} + {ni * 8 + e}"
+            conds = ([bview.in_bounds([col])] if isinstance(bview, GlobalView) and is_masked else []) + (
+                [f"{base} + {col} < {limit}"] if limit else []
+            )  # fmt: skip
+            ok = " && ".join(conds)
+            addr = bview.read_addr([col], ok) if conds and isinstance(bview, GlobalView) else bview.addr([col])
+            value = to_f32(f"*{addr}", bview.dtype)
+            ctx.line(f"{bz}[{ni * 2 + e}] = {f'({ok}) ? {value} : __int_as_float(0x7fc00000)' if ok else value};")
+    # per row: one branch-free test of the least of the thread's scores (fminf passes over NaN) against the
+    # K-th value; only a row with a candidate that passes takes the insertions (the scores computed again)
+    for mi in range(mi_n):
+        for h in range(2):
+            lst = (mi * 2 + h) * k
+            cols = [(f"{acc.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]", ni * 2 + e, ni * 8 + e)
+                    for ni in range(ni_n) for e in range(2)]  # fmt: skip
+            ctx.line(f"{{ if ({_fmin_tree([f'fmaf({scale}, {a}, {bz}[{b}])' for a, b, _ in cols])} <= "
+                     f"{vr.name}[{lst + k - 1}]) {{")  # fmt: skip
+            for a, b, c in cols:
+                ctx.line(f"    {{ const float cake_s = fmaf({scale}, {a}, {bz}[{b}]); "
+                         f"if (cake_s <= {vr.name}[{lst + k - 1}]) cake_topk_insert<{k}>(&{vr.name}[{lst}], "
+                         f"&{ir.name}[{lst}], cake_s, {base} + {col0} + {c}); }}")  # fmt: skip
+            ctx.line("  }")
+            ctx.line("}")
+
+
+def _fmin_tree(terms: list[str]) -> str:
+    """``fminf`` of ``terms`` as a balanced tree (independent halves: instruction-level parallelism)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = len(terms) // 2
+    return f"fminf({_fmin_tree(terms[:half])}, {_fmin_tree(terms[half:])})"
+
+
+def _reduce_quads(ctx, vr: RegView, ir: RegView, tv: RegView, tx: RegView, scratch_op, k: int) -> None:
+    """Merge the four quad threads' `wgmma_rows` lists of every row by shuffles; the row's list reaches the
+    thread that holds it in the `rows` result through ``scratch`` (``2 * R * k`` words)."""
+    if scratch_op is None:
+        raise NotLowerable("merging `wgmma_rows` lists into `rows` needs a shared `scratch` (a third operand)")
+    per_thread, _, rows = rows_layout(vr)
+    kp = tv.layout.shape[1] if len(tv.layout.shape) == 2 else 1
+    if tv.layout.shape[0] != rows:
+        raise NotLowerable(f"`wgmma_rows` partials of {tv.layout.shape[0]} rows merge into {rows} rows")
+    scratch = ctx.sview(scratch_op)
+    if scratch.swizzle:
+        raise NotLowerable("a swizzled scratch tile is not lowered")
+    sizes = static_sizes(scratch)
+    as_f32 = scratch_op.dtype is DType.F32
+
+    def word(row: str, e: str) -> str:
+        return f"{scratch.addr(unravel(f'({row}) * {2 * k} + {e}', sizes))}"
+
+    v_w = "cake_mv[e]" if as_f32 else "__float_as_int(cake_mv[e])"
+    x_w = "__int_as_float(cake_mx[e])" if as_f32 else "cake_mx[e]"
+    for slot in range(tv.layout.regs_per_thread // kp):
+        blk, h = divmod(slot, 2)
+        row = f"{blk * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}"
+        ctx.line(f"{{ float cake_mv[{k}]; int cake_mx[{k}]; float cake_ov[{k}]; int cake_ox[{k}];")
+        ctx.line(f"  #pragma unroll\n  for (int e = 0; e < {k}; ++e) {{ cake_mv[e] = __int_as_float(0x7f800000); "
+                 "cake_mx[e] = -1; }")  # fmt: skip
+        for e in range(kp):
+            ctx.line(f"  cake_topk_insert<{k}>(cake_mv, cake_mx, {tv.name}[{slot * kp + e}], "
+                     f"{tx.name}[{slot * kp + e}]);")  # fmt: skip
+        for off in (1, 2):
+            ctx.line("  #pragma unroll")
+            ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ cake_ov[e] = __shfl_xor_sync(0xffffffffu, cake_mv[e], "
+                     f"{off}); cake_ox[e] = __shfl_xor_sync(0xffffffffu, cake_mx[e], {off}); }}")  # fmt: skip
+            ctx.line("  #pragma unroll")
+            ctx.line(f"  for (int e = 0; e < {k}; ++e) cake_topk_insert<{k}>(cake_mv, cake_mx, cake_ov[e], "
+                     "cake_ox[e]);")  # fmt: skip
+        ctx.line(f"  if (({ctx.lane} & 3) == 0) {{")
+        ctx.line("    #pragma unroll")
+        ctx.line(f"    for (int e = 0; e < {k}; ++e) {{ *{word(row, 'e')} = {v_w}; "
+                 f"*{word(row, f'{k} + e')} = {x_w}; }}")  # fmt: skip
+        ctx.line("  }")
+        ctx.line("}")
+    _read_scratch(ctx, vr, ir, word, per_thread, rows, k, as_f32)
+
+
+def _read_scratch(ctx, vr: RegView, ir: RegView, word, per_thread: int, rows: int, k: int, as_f32: bool) -> None:
+    """After a barrier, every thread reads the merged lists of its `rows` rows from the scratch words."""
+    ctx.line(ctx.sync_instance())
+    v_r = "{}" if as_f32 else "__int_as_float({})"
+    x_r = "__float_as_int({})" if as_f32 else "{}"
+    for j in range(per_thread):
+        r = f"({ctx.itid} + {ctx.threads * j})"
+        ctx.line(f"if ({r} < {rows}) {{")
+        ctx.line("  #pragma unroll")
+        ctx.line(f"  for (int e = 0; e < {k}; ++e) {{ {vr.name}[{j * k} + e] = {v_r.format('*' + word(r, 'e'))}; "
+                 f"{ir.name}[{j * k} + e] = {x_r.format('*' + word(r, f'{k} + e'))}; }}")  # fmt: skip
+        ctx.line("}")
+    ctx.line(ctx.sync_instance())
 
 
 def _empty_list(ctx, vr: RegView, ir: RegView, j: int | str, k: int) -> None:

@@ -24,8 +24,10 @@ def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> 
     args = _tool().parse_args([])
     assert args.cell_list == list(BENCH_CELLS) and args.metric_list == ["l2", "ip"]
     assert args.impl_list == ["torch", "torch-fp32"]
-    assert [label for label, _ in args.schedule_paths["l2"]] == ["fused_topk", "hopper", "hopper_split"]
-    assert [label for label, _ in args.schedule_paths["ip"]] == ["hopper"]
+    assert [label for label, _ in args.schedule_paths["l2"]] == ["hopper_split"]
+    assert [label for label, _ in args.schedule_paths["ip"]] == ["hopper_split"]
+    assert args.schedule_paths["l2"][0][1] != args.schedule_paths["ip"][0][1]  # each metric's own file
+    assert args.cell_budget_s == 12.0 and args.compile_workers >= 1
     assert all(path.exists() for paths in args.schedule_paths.values() for _, path in paths)
     picked = _tool().parse_args(["--cells", "0,3", "--metrics", "ip", "--impls", "none", "--schedules", ""])
     assert picked.cell_list == [BENCH_CELLS[0], BENCH_CELLS[3]] and picked.impl_list == []
@@ -36,7 +38,8 @@ def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> 
     (["--cells", "first"], "--cells takes"),
     (["--metrics", "cosine"], "--metrics takes l2 and/or ip"),
     (["--impls", "faiss"], "--impls takes torch, torch-fp32 or none"),
-    (["--runs", "0"], "--runs and --reps must be at least 1"),
+    (["--runs", "0"], "--runs, --reps and --compile-workers must be at least 1"),
+    (["--cell-budget-s", "0"], "--cell-budget-s positive"),
     (["--schedules", "no_such_schedule"], "no schedule file no_such_schedule"),
 ])  # fmt: skip
 def test_bad_input_is_one_error_line(argv, words, capsys) -> None:
@@ -75,3 +78,13 @@ def test_records_and_table() -> None:
     assert len(lines) == 5
     assert lines[3].split()[-2:] == ["4.05x", "WRONG"]  # 85 ms / 21 ms: the faster correct torch baseline
     assert lines[4].split()[-1] == "unsupported" and lines[4].startswith("knn-ip")
+
+
+def test_the_commit_comes_from_cake_commit_where_set(monkeypatch) -> None:
+    tool = _tool()
+    monkeypatch.setenv("CAKE_COMMIT", "1234abc")
+    assert tool.record_commit(lambda: "stale") == "1234abc"
+    monkeypatch.setenv("CAKE_COMMIT", " ")
+    assert tool.record_commit(lambda: "fffd56a") == "fffd56a"
+    monkeypatch.delenv("CAKE_COMMIT")
+    assert tool.record_commit(lambda: "fffd56a+uncommitted") == "fffd56a+uncommitted"

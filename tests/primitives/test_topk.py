@@ -164,6 +164,9 @@ kernel k(sc: global f32[R0, C0], bias: global f32[C0])
     reg fi8: i32[64, 8] layout rows
     reg fv16: f32[64, 16] layout rows
     reg fi16: i32[64, 16] layout rows
+    reg wacc: f32[64, 32] layout wgmma_acc
+    reg wv: f32[64, 4] layout wgmma_rows
+    reg wi: i32[64, 4] layout wgmma_rows
     LINE
 """
 
@@ -171,7 +174,12 @@ kernel k(sc: global f32[R0, C0], bias: global f32[C0])
 @pytest.mark.parametrize(
     "line,message",
     [
-        ("topk.update tv, ti <- acc, bias[0 : +32], base=0, k=4, split=2", "store an `mma_acc`/`wgmma_acc`"),
+        ("topk.update tv, ti <- acc, bias[0 : +32], base=0, k=4, split=2", "store an `mma_acc` accumulator"),
+        ("topk.update fv, fi <- wacc, bias[0 : +32], base=0, k=4", "folds into state in layout `wgmma_rows`"),
+        ("topk.update wv, wi <- tile, bias[0 : +32], base=0, k=4", "folds into state in layout `rows`"),
+        ("topk.update wv, wi <- wacc, bias[0 : +32], base=0, k=4, split=2", "split over its quads already"),
+        ("topk.reduce fv, fi <- wv, wi, k=4", "needs a shared scratch of 512 32-bit words"),
+        ("topk.reduce wv, wi <- wv, wi, ss, k=4", "lists in the `rows` layout"),
         ("topk.update tv, ti <- tile, bias[0 : +32], base=0, k=3, split=2", "rows * split by k is [128, 3]"),
         ("topk.update tv, ti <- tile, bias[0 : +32], base=0, k=4", "rows * split by k is [64, 4]"),
         ("topk.update tv3, ti <- ss, bias[0 : +32], base=0, k=4, split=2", "`tv3` is [128, 3]"),

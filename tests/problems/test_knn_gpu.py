@@ -132,16 +132,21 @@ HOPPER_CELLS = [
     ("hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
     ("hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),  # 5 point tiles over 4 splits
     ("hopper_split", {"B": 3, "M": 300, "N": 65, "D": 128, "K": 1}, "f16"),  # two splits with no tile
+    ("hopper_split", {"B": 1, "M": 130, "N": 20011, "D": 128, "K": 16}, "bf16"),  # every quad thread's list fills
     ("ip/hopper", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "bf16"),  # knn-ip's, under ip/schedules/
     ("ip/hopper", {"B": 1, "M": 200, "N": 517, "D": 256, "K": 32}, "f16"),
+    ("ip/hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
+    ("ip/hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),
+    ("ip/hopper_split", {"B": 1, "M": 200, "N": 9001, "D": 128, "K": 1}, "f16"),
 ]
 
 
 @pytest.mark.parametrize("schedule,shape,dtype", HOPPER_CELLS,
                          ids=[f"{n}-{'-'.join(map(str, s.values()))}-{d}" for n, s, d in HOPPER_CELLS])  # fmt: skip
 def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, shape, dtype, record) -> None:
-    """schedules/hopper.cake, hopper_split.cake and ip/schedules/hopper.cake (knn-ip) through stage 3 (two checked
-    runs, timing, the oracle after): their wgmma accumulators reach the top-k fold through shared memory."""
+    """schedules/hopper.cake, hopper_split.cake and ip/schedules/hopper.cake, hopper_split.cake (knn-ip) through
+    stage 3 (two checked runs, timing, the oracle after): hopper's wgmma accumulators reach the top-k fold
+    through shared memory, hopper_split's from registers (per-thread lists merged by shuffles)."""
     from pathlib import Path
 
     from cake_core import pipeline, plugins

@@ -4,8 +4,9 @@ distance or by inner product (one problem class, two metrics).
 A built-in plugin: the plugin manager registers this module like any external one. knn's schedules:
 ``fused_topk.cake`` streams tiles of points through shared memory (cp.async), scores them with mma.sync and
 keeps a fused top-k in registers; ``hopper.cake`` does the same with TMA and wgmma; ``naive.cake`` scores
-one point at a time; ``hopper_split.cake`` splits hopper.cake's points over 4 CTAs and merges. knn-ip's
-(``ip/schedules/hopper.cake``) is hopper.cake scoring -q.x.
+one point at a time; ``hopper_split.cake`` splits the points over 4 CTAs per query tile, folds each wgmma
+accumulator from registers into per-thread lists (no shared round trip, no CTA-wide barrier) and merges.
+knn-ip's (``ip/schedules/hopper.cake``, ``hopper_split.cake``) are the same scoring -q.x.
 """
 
 from __future__ import annotations
