@@ -32,6 +32,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import attrs
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchlib import CakeLauncher, keep, make_record, precompile, time_fn, to_device, to_host  # noqa: E402
@@ -45,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--schedules", default="hopper,fused")
-    ap.add_argument("--cells", choices=("default", "all"), default="default")
+    ap.add_argument("--cells", default="default",
+                    help="default (the reference cell in bf16 and f16), all (every check cell), or indices: 0,4,5")
+    ap.add_argument("--dtypes", default="",
+                    help="bf16,f16: every chosen cell in each of these element types (default: each cell's own)")
     ap.add_argument("--jobs", type=int, default=8, help="specializations compiled this many at a time, before timing")
     ap.add_argument("--budget-ms", type=float, default=1000.0,
                     help="at most this long timing one impl in one run (not fewer than 3 repetitions)")
@@ -54,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.jobs < 1 or args.reps < 1 or args.runs < 1 or args.budget_ms <= 0:
         print("error: --jobs, --reps and --runs must be at least 1 and --budget-ms positive", file=sys.stderr)
+        return 2
+    from cake_core.problems.kmeans_iter.cells import CHECK_CELLS
+
+    try:
+        cells = _cells(CHECK_CELLS, args.cells, args.dtypes)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     paths = {}
     for name in [s for s in args.schedules.split(",") if s]:
@@ -65,11 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         paths[f"cake:{name}"] = path
     if args.compile_only:
         from cake_core import plugins
-        from cake_core.problems.kmeans_iter.cells import CHECK_CELLS
 
         problem = plugins.registry().get("problems", "kmeans-iter")
-        for line in precompile(paths.values(), problem, [(c.shape, c.dtype) for c in _cells(CHECK_CELLS, args.cells)],
-                               args.jobs):  # fmt: skip
+        for line in precompile(paths.values(), problem, [(c.shape, c.dtype) for c in cells], args.jobs):
             print(f"compiled {line}", flush=True)
         return 0
     try:
@@ -84,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     from cake_core import plugins
     from cake_core.cost.floor import peak_tflops
     from cake_core.loop.benchmark import git_commit
-    from cake_core.problems.kmeans_iter.cells import CHECK_CELLS
     from cake_core.problems.problem import baseline_of
     from cake_core.runtime.protocol import load_object
     from cake_core.runtime.worker import GpuRunner
@@ -94,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     target = reg.get("targets", "h200")
     gpu = torch.cuda.get_device_name()
     commit = git_commit(ROOT)
-    cells = _cells(CHECK_CELLS, args.cells)
     for line in precompile(paths.values(), problem, [(c.shape, c.dtype) for c in cells], args.jobs):
         print(f"compiled {line}", flush=True)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
@@ -159,9 +167,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _cells(check_cells, which: str) -> list:
-    """The reference cell in bf16 and f16 (``default``), or every check cell (``all``)."""
-    return [check_cells[0], check_cells[-1]] if which == "default" else list(check_cells)
+def _cells(check_cells, which: str, dtypes: str = "") -> list:
+    """The reference cell in bf16 and f16 (``default``), every check cell (``all``) or the ones at the given
+    indices (``0,4,5``); with ``dtypes`` (``bf16,f16``) each chosen cell in each of those element types, once."""
+    if which == "default":
+        chosen = [check_cells[0], check_cells[-1]]
+    elif which == "all":
+        chosen = list(check_cells)
+    else:
+        try:
+            chosen = [check_cells[int(i)] for i in which.split(",") if i]
+        except (ValueError, IndexError):
+            raise ValueError(f"--cells takes default, all or indices in 0..{len(check_cells) - 1}, not `{which}`") from None
+    if dtypes:
+        wanted = [d for d in dtypes.split(",") if d]
+        if not set(wanted) <= {"bf16", "f16"}:
+            raise ValueError(f"--dtypes takes bf16 and f16, not `{dtypes}`")
+        chosen = [attrs.evolve(c, dtype=d) for c in chosen for d in wanted]
+    return list({(c.sizes, c.dtype): c for c in reversed(chosen)}.values())[::-1]
 
 
 def table(records: list[dict]) -> list[dict]:
