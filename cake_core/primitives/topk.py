@@ -35,6 +35,11 @@ shared partials directly; register partials of ``P`` threads per row (``P`` a po
 neighbouring lanes) and `wgmma_rows` lists (a quad's four threads) merge by warp shuffles, and the merged list
 reaches the thread that holds the row through ``scratch``, a shared tile of at least ``2 * R * k``
 32-bit words (with ``P = 1`` in the same threads, no scratch is needed).
+
+Lists too long for registers (k up to 128) live in shared memory: ``topk.init`` empties a shared state
+``[R, K]``, ``topk.update`` folds a `wgmma_acc` tile into it (the quad threads of a row insert in turn, so
+updates never race), and ``topk.reduce`` merges sorted partials (shared or global) into a shared or global
+result; :mod:`cake_core.primitives.topk_shared` holds their C++.
 """
 
 from __future__ import annotations

@@ -173,8 +173,8 @@ def reduce_to_memory(ctx, op: TypedOp, k: int, is_masked: bool) -> None:
     ctx.line(f"  #pragma unroll 1\n  for (int cake_e = 0; cake_e < {k}; ++cake_e) {{")
     ctx.line("    float cake_bv = __int_as_float(0x7f800000); int cake_bx = -1, cake_bl = -1;")
     for n, (s, p) in enumerate(lists):
-        ctx.line(f"    if (cake_h{n} < {kp}) {{ const float cake_v = *{parts[0].addr(local(parts[0], s, p, f'cake_h{n}'))}; "
-                 f"const int cake_x = *{parts[1].addr(local(parts[1], s, p, f'cake_h{n}'))};")  # fmt: skip
+        head_v, head_x = (v.addr(local(v, s, p, f"cake_h{n}")) for v in parts)
+        ctx.line(f"    if (cake_h{n} < {kp}) {{ const float cake_v = *{head_v}; const int cake_x = *{head_x};")
         ctx.line("      if (cake_bl < 0 || cake_argmin_better(cake_v, cake_x, cake_bv, cake_bx)) "
                  f"{{ cake_bv = cake_v; cake_bx = cake_x; cake_bl = {n}; }} }}")  # fmt: skip
     ctx.line(f"    *{outs[0].addr([r, 'cake_e'])} = cake_bv; *{outs[1].addr([r, 'cake_e'])} = cake_bx;")

@@ -26,7 +26,8 @@ def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> 
     assert args.impl_list == ["torch", "torch-fp32"]
     # `auto`: per cell the first of the register-list and the shared-list split schedules that takes it
     for metric in ("l2", "ip"):
-        assert [[label for label, _ in g] for g in args.schedule_paths[metric]] == [["hopper_split", "hopper_split_big"]]
+        labels = [[label for label, _ in g] for g in args.schedule_paths[metric]]
+        assert labels == [["hopper_split", "hopper_split_big"]]
     assert args.schedule_paths["l2"][0][1][1] != args.schedule_paths["ip"][0][1][1]  # each metric's own file
     assert args.cell_budget_s == 12.0 and args.compile_workers >= 1
     assert all(path.exists() for groups in args.schedule_paths.values() for g in groups for _, path in g)

@@ -76,7 +76,8 @@ kernel mg(pv: global f32[4, R0, KP], pi: global i32[4, R0, KP], out_v: global f3
 
 def _partials(rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     v = np.sort(rng.integers(0, 50, (4, rows, 40)).astype(np.float32), axis=-1)
-    i = np.argsort(rng.random((4, rows, 40)), axis=-1).astype(np.int32) + 40 * np.arange(4, dtype=np.int32)[:, None, None]
+    i = np.argsort(rng.random((4, rows, 40)), axis=-1).astype(np.int32)
+    i += 40 * np.arange(4, dtype=np.int32)[:, None, None]  # distinct indices across the lists
     v[1, :, 30:] = np.inf  # a list with empty slots
     i[1, :, 30:] = -1
     order = np.lexsort((i.astype(np.int64) & 0xFFFFFFFF, v), axis=-1)  # each list sorted, ties by index
