@@ -10,9 +10,11 @@ problem's full oracle (its float64 CUDA reference above the numpy limit).
 The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squared norms and
 ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
 scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
-``topk``. Cake schedules are named by their file under the problem's schedules/ or by path (by default
-each metric's hopper_split.cake; fused_topk, hopper and naive can be named); a cell outside a schedule's
-domain (fused_topk and both hopper take K <= 32, hopper_split K <= 16) is recorded as ``unsupported``.
+``topk``. Cake schedules are named by their file under the problem's schedules/ or by path (fused_topk,
+hopper, naive, hopper_split, hopper_split_big), or ``auto`` (the default): per cell, the first of
+hopper_split (K <= 16, register lists) and hopper_split_big (K in {64, 100, 128}, shared lists) whose
+domain takes it, recorded under that schedule's name. A cell outside a named schedule's domain (fused_topk
+and hopper take K <= 32) is recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. Every Cake
 specialization the cells need is compiled first, ``--compile-workers`` at a time (NVRTC takes tens of
@@ -24,7 +26,7 @@ git's. bench/benchlib.py gives the launcher (called by keyword: its argument ord
 branches), the timing loop and the record writer.
 
 Usage: python bench/knn.py [--cells all|0,1,..] [--metrics l2,ip] [--impls torch,torch-fp32]
-       [--schedules hopper_split] [--ip-schedules hopper_split] [--runs 2] [--reps 5] [--warmup 1]
+       [--schedules auto] [--ip-schedules auto] [--runs 2] [--reps 5] [--warmup 1]
        [--cell-budget-s 12] [--compile-workers N] [--out FILE.json]
 """
 
@@ -45,6 +47,8 @@ SCHEDULES = {"l2": ROOT / "cake_core" / "problems" / "knn" / "schedules",
              "ip": ROOT / "cake_core" / "problems" / "knn" / "ip" / "schedules"}  # fmt: skip
 PROBLEMS = {"l2": "knn", "ip": "knn-ip"}
 TORCH_IMPLS = ("torch", "torch-fp32")
+#: what ``auto`` tries per cell, in order: the first whose domain takes the cell runs
+AUTO = ("hopper_split", "hopper_split_big")
 
 
 def _csv(text: str) -> list[str]:
@@ -59,8 +63,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cells", default="all", help="`all` or indices into BENCH_CELLS, e.g. 0,3")
     ap.add_argument("--metrics", default="l2,ip", help="l2 (problem knn), ip (problem knn-ip)")
     ap.add_argument("--impls", default=",".join(TORCH_IMPLS), help="torch baselines: torch, torch-fp32 (or none)")
-    ap.add_argument("--schedules", default="hopper_split", help="Cake schedules of knn (L2): names or paths")
-    ap.add_argument("--ip-schedules", default="hopper_split", help="Cake schedules of knn-ip: names or paths")
+    ap.add_argument("--schedules", default="auto", help="Cake schedules of knn (L2): names, paths or auto")
+    ap.add_argument("--ip-schedules", default="auto", help="Cake schedules of knn-ip: names, paths or auto")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
@@ -86,12 +90,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if min(args.runs, args.reps, args.compile_workers) < 1 or args.warmup < 0 or args.cell_budget_s <= 0:
         ap.error("--runs, --reps and --compile-workers must be at least 1, --warmup at least 0, --cell-budget-s "
                  "positive")
-    args.schedule_paths = {"l2": [_schedule("l2", s) for s in _csv(args.schedules)],
-                           "ip": [_schedule("ip", s) for s in _csv(args.ip_schedules)]}  # fmt: skip
-    missing = [str(p) for ps in args.schedule_paths.values() for _, p in ps if not p.exists()]
+    args.schedule_paths = {"l2": [_schedules("l2", s) for s in _csv(args.schedules)],
+                           "ip": [_schedules("ip", s) for s in _csv(args.ip_schedules)]}  # fmt: skip
+    missing = [str(p) for ps in args.schedule_paths.values() for group in ps for _, p in group if not p.exists()]
     if missing:
         ap.error(f"no schedule file {missing[0]}")
     return args
+
+
+def _schedules(metric: str, name: str) -> list[tuple[str, Path]]:
+    """The ``(label, path)`` choices of one ``--schedules`` entry: ``auto``'s, in order, or the one named."""
+    return [_schedule(metric, a) for a in AUTO] if name == "auto" else [_schedule(metric, name)]
 
 
 def _schedule(metric: str, name: str) -> tuple[str, Path]:
@@ -190,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu, sha, date = torch.cuda.get_device_name(), record_commit(commit), today()
     began = time.perf_counter()
     for metric in args.metric_list:
-        paths = [p for _, p in args.schedule_paths[metric]]
+        paths = [p for group in args.schedule_paths[metric] for _, p in group]
         cells = [(c.shape, c.dtype) for c in args.cell_list]
         done = precompile(paths, reg.get("problems", PROBLEMS[metric]), cells, args.compile_workers) if paths else []
         print(f"{metric}: {len(done)} specialization(s) compiled, {time.perf_counter() - began:.0f} s so far",
@@ -206,16 +215,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             _, dev = _fresh(cell, 1000)  # the device tensors every implementation is bound to
             impls: dict[str, Any] = {i: _torch_impl(i, problem.inner, dev["q"], dev["x"], s["K"], out)
                                      for i in args.impl_list}  # fmt: skip
-            for label, path in args.schedule_paths[metric]:
-                try:
-                    bound = {"q": dev["q"], "x": dev["x"], "out": out}
-                    impls[f"cake:{label}"] = CakeLauncher(path=path, target=target, problem=problem, shape=s,
-                                                          dtype=cell.dtype, tensors=bound)  # fmt: skip
-                except Exception as exc:  # noqa: BLE001 - recorded: outside the domain, or not built
-                    status = "unsupported" if isinstance(exc, CakeUserError) else "error"
-                    error = f"{type(exc).__name__}: {exc}"
-                    records.append(make_record(problem, cell, f"cake:{label}", 0, [], None, gpu=gpu, commit=sha,
-                                               date=date, status=status, error=error))  # fmt: skip
+            for group in args.schedule_paths[metric]:
+                for n, (label, path) in enumerate(group):  # the first choice whose domain takes the cell
+                    try:
+                        bound = {"q": dev["q"], "x": dev["x"], "out": out}
+                        impls[f"cake:{label}"] = CakeLauncher(path=path, target=target, problem=problem, shape=s,
+                                                              dtype=cell.dtype, tensors=bound)  # fmt: skip
+                        break
+                    except Exception as exc:  # noqa: BLE001 - recorded: outside the domain, or not built
+                        status = "unsupported" if isinstance(exc, CakeUserError) else "error"
+                        if status == "unsupported" and n + 1 < len(group):
+                            continue
+                        error = f"{type(exc).__name__}: {exc}"
+                        records.append(make_record(problem, cell, f"cake:{label}", 0, [], None, gpu=gpu,
+                                                   commit=sha, date=date, status=status, error=error))  # fmt: skip
+                        break
             for run in range(args.runs):
                 if run and time.perf_counter() - cell_began > args.cell_budget_s:
                     print(f"{cell.label} {metric}: cell budget of {args.cell_budget_s:g} s spent after {run} run(s)")

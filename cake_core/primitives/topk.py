@@ -35,6 +35,11 @@ shared partials directly; register partials of ``P`` threads per row (``P`` a po
 neighbouring lanes) and `wgmma_rows` lists (a quad's four threads) merge by warp shuffles, and the merged list
 reaches the thread that holds the row through ``scratch``, a shared tile of at least ``2 * R * k``
 32-bit words (with ``P = 1`` in the same threads, no scratch is needed).
+
+Lists too long for registers (k up to 128) live in shared memory: ``topk.init`` empties a shared state
+``[R, K]``, ``topk.update`` folds a `wgmma_acc` tile into it (the quad threads of a row insert in turn, so
+updates never race), and ``topk.reduce`` merges sorted partials (shared or global) into a shared or global
+result; :mod:`cake_core.primitives.topk_shared` holds their C++.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from cake_core.ir.types import DType
 from cake_core.lower.tiles import GlobalView, RegView, SharedView
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import PAIR_BETTER, const_attr, rows_layout, static_sizes, to_f32, unravel
+from cake_core.primitives import topk_shared
 from cake_core.primitives._vocab import layout_name, need_dtype, need_layout, need_scratch
 
 _F32 = frozenset({DType.F32})
@@ -63,6 +69,8 @@ _MASK32 = np.int64(0xFFFFFFFF)
 _STATE_LAYOUTS = ("rows", "wgmma_rows")
 #: scores of a shared tile read ahead of their insertions, per thread
 _BATCH = 8
+#: where topk.reduce's results and partials may live: registers, or memory (the shared-list path)
+_REDUCE_OUT = frozenset({Kind.REGISTERS, Kind.SHARED, Kind.GLOBAL})
 
 
 def select_best(vals: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,8 +93,12 @@ class TopkUpdate(Primitive):
         "`base + j >= limit`, or with a NaN score are never candidates."
     )
     signature = Signature(
-        outs=[Slot("vals", {Kind.REGISTERS}, Access.READWRITE, doc="f32 [R * split, k], `rows` layout"),
-              Slot("idx", {Kind.REGISTERS}, Access.READWRITE, doc="i32 [R * split, k], `rows` layout")],
+        # a shared state is read and written by the threads of a row one at a time (topk_shared), so
+        # updates never race with each other: declared as atomic read-modify-writes
+        outs=[Slot("vals", {Kind.REGISTERS, Kind.SHARED}, Access.READWRITE, atomic=True,
+                   doc="f32 [R * split, k], `rows` layout, or shared [R, k] (from a `wgmma_acc` tile)"),
+              Slot("idx", {Kind.REGISTERS, Kind.SHARED}, Access.READWRITE, atomic=True,
+                   doc="i32 [R * split, k], `rows` layout, or shared [R, k] (from a `wgmma_acc` tile)")],
         ins=[Slot("tile", {Kind.REGISTERS, Kind.SHARED}, doc="f32 [R, C] scores (a `rows` tile or shared)"),
              Slot("bias", {Kind.GLOBAL, Kind.SHARED}, mask_attr="oob", doc="[C] per-column bias")],
         attrs=[
@@ -117,7 +129,10 @@ class TopkUpdate(Primitive):
         split = ctx.const(split_e) if split_e is not None else 1
         from_acc = layout_name(tile) == "wgmma_acc"
         for o in (vals, idx):
-            if (layout_name(o) == "wgmma_rows") != from_acc:
+            if o.kind is Kind.SHARED:
+                if not from_acc:
+                    yield codes.TYPES.at(o.expr.loc, f"a shared top-k state `{o.name}` takes `wgmma_acc` tiles")
+            elif (layout_name(o) == "wgmma_rows") != from_acc:
                 yield codes.TYPES.at(
                     o.expr.loc, f"a `{layout_name(tile) or 'shared'}` tile folds into state in layout "
                     f"`{'wgmma_rows' if from_acc else 'rows'}`, `{o.name}` is `{layout_name(o)}`",
@@ -177,16 +192,18 @@ class TopkUpdate(Primitive):
 
     def lower(self, op: TypedOp, ctx) -> None:
         vals, idx, tile, bias = op.outs[0], op.outs[1], op.ins[0], op.ins[1]
-        vr, ir = ctx.rview(vals), ctx.rview(idx)
         k, split = const_attr(op, ctx, "k", 1), const_attr(op, ctx, "split", 1)
         bview = ctx.gview(bias) if bias.kind is Kind.GLOBAL else ctx.sview(bias)
         base = ctx.c(op.attr("base"))
         scale = ctx.c(op.attr("scale")) if op.attr("scale") is not None else "1.0f"
         limit = ctx.c(op.attr("limit")) if op.attr("limit") is not None else None
-        _insert_helpers(ctx)
         if tile.kind is Kind.REGISTERS and layout_name(tile) == "wgmma_acc":
-            _update_from_acc(ctx, vr, ir, ctx.rview(tile), bview, masked(op), base, scale, limit, k)
+            _update_from_acc(ctx, op, ctx.rview(tile), bview, masked(op), base, scale, limit, k)
             return
+        if vals.kind is Kind.SHARED:
+            raise NotLowerable("a shared top-k state folds `wgmma_acc` tiles")
+        vr, ir = ctx.rview(vals), ctx.rview(idx)
+        _insert_helpers(ctx)
         per_thread, _, state_rows = rows_layout(vr)
 
         def candidate(j: str, col: str, value: str, indent: str) -> None:
@@ -252,14 +269,16 @@ class TopkReduce(Primitive):
         "uses by barriers)."
     )
     signature = Signature(
-        outs=[Slot("vals", {Kind.REGISTERS}, Access.WRITE, doc="f32 [R, k]"),
-              Slot("idx", {Kind.REGISTERS}, Access.WRITE, doc="i32 [R, k]")],
-        ins=[Slot("part_vals", {Kind.REGISTERS, Kind.SHARED}, doc="f32 partial lists"),
-             Slot("part_idx", {Kind.REGISTERS, Kind.SHARED}, doc="i32 partial lists"),
+        outs=[Slot("vals", _REDUCE_OUT, Access.WRITE, mask_attr="oob", doc="f32 [R, k]"),
+              Slot("idx", _REDUCE_OUT, Access.WRITE, mask_attr="oob", doc="i32 [R, k]")],
+        ins=[Slot("part_vals", _REDUCE_OUT, mask_attr="oob", doc="f32 partial lists"),
+             Slot("part_idx", _REDUCE_OUT, mask_attr="oob", doc="i32 partial lists"),
              Slot("scratch", {Kind.SHARED}, Access.READWRITE, optional=True,
                   doc="32-bit shared words, at least 2 * R * k: register partials of P > 1 threads per row pass "
                       "through it to the row's thread")],
-        attrs=[AttrSpec("k", "const", required=True, doc="pairs kept per row")],
+        attrs=[AttrSpec("k", "const", required=True, doc="pairs kept per row"),
+               AttrSpec("oob", "word", choices=("skip", "none"),
+                        doc="rows out of a global result's (or partials') bounds are neither read nor written")],
     )  # fmt: skip
 
     def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
@@ -313,9 +332,16 @@ class TopkReduce(Primitive):
         x.write("idx", i)
 
     def lower(self, op: TypedOp, ctx) -> None:
-        vr, ir = ctx.rview(op.outs[0]), ctx.rview(op.outs[1])
         pv, pi = op.ins[0], op.ins[1]
         k = const_attr(op, ctx, "k", 1)
+        if op.outs[0].kind is not Kind.REGISTERS or op.outs[1].kind is not Kind.REGISTERS:
+            if Kind.REGISTERS in (pv.kind, pi.kind, op.outs[0].kind, op.outs[1].kind):
+                raise NotLowerable("`topk.reduce` into memory merges partials in memory (shared or global)")
+            topk_shared.reduce_to_memory(ctx, op, k, masked(op))
+            return
+        if Kind.GLOBAL in (pv.kind, pi.kind):
+            raise NotLowerable("global partials merge into a shared or global result")
+        vr, ir = ctx.rview(op.outs[0]), ctx.rview(op.outs[1])
         per_thread, _, rows = rows_layout(vr)
         _insert_helpers(ctx)
         if pv.kind is Kind.SHARED:
@@ -404,10 +430,16 @@ def _insert_helpers(ctx) -> None:
     ctx.helper("topk_insert", _INSERT)
 
 
-def _update_from_acc(ctx, vr: RegView, ir: RegView, acc: RegView, bview, is_masked: bool, base: str, scale: str,
+def _update_from_acc(ctx, op: TypedOp, acc: RegView, bview, is_masked: bool, base: str, scale: str,
                      limit: str | None, k: int) -> None:  # fmt: skip
-    """Fold a `wgmma_acc` tile into `wgmma_rows` lists: each thread its two rows per 64-row block, its columns."""
-    if len(vr.layout.shape) != 2 or vr.layout.shape[1] != k:
+    """Fold a `wgmma_acc` tile into `wgmma_rows` lists (each thread its two rows per 64-row block, its
+    columns) or into shared lists [rows, k] (:mod:`cake_core.primitives.topk_shared`)."""
+    vals, idx = op.outs[0], op.outs[1]
+    shared = vals.kind is Kind.SHARED
+    if shared != (idx.kind is Kind.SHARED):
+        raise NotLowerable("a top-k state's values and indices live in one place (registers or shared)")
+    vr, ir = (None, None) if shared else (ctx.rview(vals), ctx.rview(idx))
+    if vr is not None and (len(vr.layout.shape) != 2 or vr.layout.shape[1] != k):
         raise NotLowerable("a `wgmma_acc` tile folds into a `wgmma_rows` state [rows, k]")
     mi_n, ni_n = acc.layout.shape[0] // 64, acc.layout.shape[1] // 8  # m64 blocks; n8 column groups
     col0 = f"(({ctx.lane} & 3) << 1)"
@@ -425,21 +457,27 @@ def _update_from_acc(ctx, vr: RegView, ir: RegView, acc: RegView, bview, is_mask
             addr = bview.read_addr([col], ok) if conds and isinstance(bview, GlobalView) else bview.addr([col])
             value = to_f32(f"*{addr}", bview.dtype)
             ctx.line(f"{bz}[{ni * 2 + e}] = {f'({ok}) ? {value} : __int_as_float(0x7fc00000)' if ok else value};")
-    # per row: one branch-free test of the least of the thread's scores (fminf passes over NaN) against the
-    # K-th value; only a row with a candidate that passes takes the insertions (the scores computed again)
+    slots = []
     for mi in range(mi_n):
         for h in range(2):
-            lst = (mi * 2 + h) * k
-            cols = [(f"{acc.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}]", ni * 2 + e, ni * 8 + e)
-                    for ni in range(ni_n) for e in range(2)]  # fmt: skip
-            ctx.line(f"{{ if ({_fmin_tree([f'fmaf({scale}, {a}, {bz}[{b}])' for a, b, _ in cols])} <= "
-                     f"{vr.name}[{lst + k - 1}]) {{")  # fmt: skip
-            for a, b, c in cols:
-                ctx.line(f"    {{ const float cake_s = fmaf({scale}, {a}, {bz}[{b}]); "
-                         f"if (cake_s <= {vr.name}[{lst + k - 1}]) cake_topk_insert<{k}>(&{vr.name}[{lst}], "
-                         f"&{ir.name}[{lst}], cake_s, {base} + {col0} + {c}); }}")  # fmt: skip
-            ctx.line("  }")
-            ctx.line("}")
+            cols = [(f"fmaf({scale}, {acc.name}[{(mi * ni_n + ni) * 4 + 2 * h + e}], {bz}[{ni * 2 + e}])",
+                     f"{base} + {col0} + {ni * 8 + e}") for ni in range(ni_n) for e in range(2)]  # fmt: skip
+            slots.append((f"{mi * 64} + {ctx.iwarp} * 16 + ({ctx.lane} >> 2) + {8 * h}", cols))
+    least = [_fmin_tree([score for score, _ in cols]) for _, cols in slots]
+    if shared:
+        topk_shared.update_shared(ctx, ctx.sview(vals), ctx.sview(idx), slots, least, k)
+        return
+    _insert_helpers(ctx)
+    # per row: one branch-free test of the least of the thread's scores (fminf passes over NaN) against the
+    # K-th value; only a row with a candidate that passes takes the insertions (the scores computed again)
+    for slot, ((_, cols), low) in enumerate(zip(slots, least, strict=True)):
+        lst = slot * k
+        ctx.line(f"{{ if ({low} <= {vr.name}[{lst + k - 1}]) {{")
+        for score, index in cols:
+            ctx.line(f"    {{ const float cake_s = {score}; if (cake_s <= {vr.name}[{lst + k - 1}]) "
+                     f"cake_topk_insert<{k}>(&{vr.name}[{lst}], &{ir.name}[{lst}], cake_s, {index}); }}")
+        ctx.line("  }")
+        ctx.line("}")
 
 
 def _fmin_tree(terms: list[str]) -> str:
@@ -539,4 +577,4 @@ def _reduce_shared(ctx, vr: RegView, ir: RegView, sv: SharedView, si: SharedView
         ctx.line("}")
 
 
-PRIMITIVES: tuple[type[Primitive], ...] = (TopkUpdate, TopkReduce)
+PRIMITIVES: tuple[type[Primitive], ...] = (TopkUpdate, TopkReduce, *topk_shared.PRIMITIVES)

@@ -24,11 +24,16 @@ def test_defaults_cover_every_cell_both_metrics_and_the_committed_schedule() -> 
     args = _tool().parse_args([])
     assert args.cell_list == list(BENCH_CELLS) and args.metric_list == ["l2", "ip"]
     assert args.impl_list == ["torch", "torch-fp32"]
-    assert [label for label, _ in args.schedule_paths["l2"]] == ["hopper_split"]
-    assert [label for label, _ in args.schedule_paths["ip"]] == ["hopper_split"]
-    assert args.schedule_paths["l2"][0][1] != args.schedule_paths["ip"][0][1]  # each metric's own file
+    # `auto`: per cell the first of the register-list and the shared-list split schedules that takes it
+    for metric in ("l2", "ip"):
+        labels = [[label for label, _ in g] for g in args.schedule_paths[metric]]
+        assert labels == [["hopper_split", "hopper_split_big"]]
+    assert args.schedule_paths["l2"][0][1][1] != args.schedule_paths["ip"][0][1][1]  # each metric's own file
     assert args.cell_budget_s == 12.0 and args.compile_workers >= 1
-    assert all(path.exists() for paths in args.schedule_paths.values() for _, path in paths)
+    assert all(path.exists() for groups in args.schedule_paths.values() for g in groups for _, path in g)
+    named = _tool().parse_args(["--schedules", "hopper", "--ip-schedules", "auto,hopper"])
+    assert [[label for label, _ in g] for g in named.schedule_paths["l2"]] == [["hopper"]]
+    assert len(named.schedule_paths["ip"]) == 2
     picked = _tool().parse_args(["--cells", "0,3", "--metrics", "ip", "--impls", "none", "--schedules", ""])
     assert picked.cell_list == [BENCH_CELLS[0], BENCH_CELLS[3]] and picked.impl_list == []
 

@@ -232,6 +232,7 @@ def test_the_gate_samples_only_ks_the_schedule_takes(compile_cake, schedule_text
 def test_cake_run_seeds_each_metric_from_its_own_schedules():
     from cake_core.loop.run import seed_schedules
 
-    assert [p.name for p in seed_schedules(P)] == ["fused_topk.cake", "hopper.cake", "hopper_split.cake", "naive.cake"]
+    assert [p.name for p in seed_schedules(P)] == ["fused_topk.cake", "hopper.cake", "hopper_split.cake",
+                                                   "hopper_split_big.cake", "naive.cake"]  # fmt: skip
     assert [p.relative_to(p.parents[2]).as_posix() for p in seed_schedules(KNN_IP)] == [
-        "ip/schedules/hopper.cake", "ip/schedules/hopper_split.cake"]
+        "ip/schedules/hopper.cake", "ip/schedules/hopper_split.cake", "ip/schedules/hopper_split_big.cake"]

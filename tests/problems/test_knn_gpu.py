@@ -138,15 +138,19 @@ HOPPER_CELLS = [
     ("ip/hopper_split", {"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, "f16"),
     ("ip/hopper_split", {"B": 1, "M": 77, "N": 300, "D": 256, "K": 16}, "bf16"),
     ("ip/hopper_split", {"B": 1, "M": 200, "N": 9001, "D": 128, "K": 1}, "f16"),
+    # shared lists, k = 100: ragged M and N, the lists fill and every split's then rejects almost every tile
+    ("hopper_split_big", {"B": 1, "M": 130, "N": 20011, "D": 128, "K": 100}, "f16"),
+    ("ip/hopper_split_big", {"B": 2, "M": 77, "N": 3001, "D": 128, "K": 100}, "bf16"),
 ]
 
 
 @pytest.mark.parametrize("schedule,shape,dtype", HOPPER_CELLS,
                          ids=[f"{n}-{'-'.join(map(str, s.values()))}-{d}" for n, s, d in HOPPER_CELLS])  # fmt: skip
 def test_the_hopper_schedules_pass_the_oracle(gpu_runner: Any, schedule: str, shape, dtype, record) -> None:
-    """schedules/hopper.cake, hopper_split.cake and ip/schedules/hopper.cake, hopper_split.cake (knn-ip) through
-    stage 3 (two checked runs, timing, the oracle after): hopper's wgmma accumulators reach the top-k fold
-    through shared memory, hopper_split's from registers (per-thread lists merged by shuffles)."""
+    """schedules/hopper.cake, hopper_split.cake, hopper_split_big.cake and their knn-ip versions under
+    ip/schedules/ through stage 3 (two checked runs, timing, the oracle after): hopper's wgmma accumulators
+    reach the top-k fold through shared memory, hopper_split's from registers (per-thread lists merged by
+    shuffles), hopper_split_big's from registers into sorted lists in shared memory."""
     from pathlib import Path
 
     from cake_core import pipeline, plugins
