@@ -14,7 +14,7 @@ from cake_core.runtime import device
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_assign" / "schedules"
-NAMES = ["ampere", "hopper", "hopper_overlap", "naive"]
+NAMES = ["ampere", "hopper", "hopper_cluster", "hopper_overlap", "naive"]
 CORPUS = ROOT / "tests" / "corpus_semantic" / "naive_argmin_base"
 
 
@@ -43,8 +43,8 @@ def test_every_schedule_passes_the_filter_on_h200_and_the_best_predicted_is_expo
     assert (record["problem"], record["target"], record["seed"]) == ("kmeans-assign", "h200", 0)
     assert record["cell"] == {"shape": {"B": 32, "N": 65536, "K": 1024, "D": 128}, "dtype": "bf16"}
     stages = record["summary"]["stages"]
-    assert stages["generate"] == "4 distinct candidate(s) over 1 round(s) (4 seed)"
-    assert stages["filter"] == "4 of 4 pass every gate and compile for h200"
+    assert stages["generate"] == "5 distinct candidate(s) over 1 round(s) (5 seed)"
+    assert stages["filter"] == "5 of 5 pass every gate and compile for h200"
     assert stages["benchmark"].startswith("skipped: no GPU here (the CPU path, by the test); nothing was measured")
     assert "Ranked by the roofline cost model's predicted time (uncalibrated)" in stages["benchmark"]
     assert stages["route"] == "no findings"
@@ -81,7 +81,8 @@ def test_a_rejected_candidate_is_routed_with_its_first_diagnostic(tmp_path: Path
     assert rc == 0  # the Ampere-path schedules compile
     record = json.loads((tmp_path / "run.json").read_text())
     status = {c["name"]: c["status"] for c in record["candidates"]}
-    assert status == {"ampere": "compiled", "hopper": "rejected", "hopper_overlap": "rejected", "naive": "compiled"}
+    assert status == {"ampere": "compiled", "hopper": "rejected", "hopper_cluster": "rejected",
+                      "hopper_overlap": "rejected", "naive": "compiled"}
     hopper = next(c for c in record["candidates"] if c["name"] == "hopper")
     assert hopper["gate"] == "verify" and hopper["reason"].startswith(str(SCHEDULES / "hopper.cake") + ":")
     assert hopper["reason"].split(": ")[1].startswith(("CR101 ", "CR102 "))
@@ -105,7 +106,7 @@ def test_a_rejected_candidate_is_routed_with_its_first_diagnostic(tmp_path: Path
         assert code in {d.code for d in report.diagnostics if d.is_error}
     n = db.execute("SELECT COUNT(*) FROM findings").fetchone()[0]
     assert record["summary"]["stages"]["route"] == f"{n} to the candidate"
-    assert record["summary"]["stages"]["filter"] == "2 of 4 pass every gate and compile for a100; rejected 2 by the verify gate"
+    assert record["summary"]["stages"]["filter"] == "2 of 5 pass every gate and compile for a100; rejected 3 by the verify gate"
 
 
 def test_from_files_the_interpreter_gate_rejects_one(tmp_path: Path, capsys) -> None:
