@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -262,11 +263,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from cake_core.lower.export import export_program, write_export
 
     if args.torch is not None:
-        from cake_core.lower.torch_op import export_torch
-
         if args.output is not None:
             raise CakeUserError("give --torch DIR or -o DIR, not both: --torch writes the .cu and .h into DIR too")
-        return export_torch(args.file, args.target, args.shape, args.problem, args.torch)
+        return _export_torch(args.file, args.target, args.shape, args.problem, args.torch)
     if args.problem is not None:
         raise CakeUserError("--problem names the contract of a --torch operator; plain export takes none")
     out_dir = output_dir(args.output or ".")
@@ -480,3 +479,53 @@ def add_commands(sub) -> None:
     s.add_argument("--model", help="cost model (default: the first installed, `cake plugins` lists them)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_cost)
+
+
+def _export_torch(file: str, target: str, shape_text: str | None, problem_name: str | None, out: str) -> int:
+    """``cake export PROBLEM|FILE --target T --torch DIR``: the .cu, .h and ``<op>_op.py`` in ``DIR``."""
+    from cake_core import plugins
+    from cake_core.lower.export import export_program, runtime_sizes, write_export
+    from cake_core.lower.torch_op import best_schedule, op_name, plan, select_specs, write_torch_op
+    from cake_core.paths import make_dir
+
+    reg = plugins.registry()
+    out_dir = output_dir(out)
+    problems = reg.values("problems")
+    names = {p.name for p in problems}
+    if not Path(file).exists() and file in names:
+        if problem_name not in (None, file):
+            raise CakeUserError(f"--problem {problem_name} contradicts the problem `{file}` exported")
+        path, basis = best_schedule(file, target)
+        problem = reg.get("problems", file)
+        print(f"{file} on {target}: {path.name}, {basis}")
+    elif not Path(file).exists():
+        raise CakeUserError(f"`{file}` is neither a file nor a problem (problems: {', '.join(sorted(names))})")
+    else:
+        path = Path(file)
+        problem = reg.get("problems", problem_name) if problem_name else _problem_of_file(path, problems)
+    cand = _verified(str(path), target, False)
+    if cand is None:
+        return 1
+    lowered = [cand.build(s) for s in select_specs(cand, parse_shape(shape_text))]
+    stem = op_name(problem.name)
+    exported = export_program(lowered, stem)
+    make_dir(out_dir)
+    cu, h = write_export(exported, out_dir, stem)
+    p = plan(problem, lowered, exported.functions, exported.workspace_functions, runtime_sizes(lowered[0].checked),
+             cu.name, cu.read_bytes(), path.name)  # fmt: skip
+    module = write_torch_op(p, out_dir)
+    print(f"wrote {cu}, {h} and {module}: torch.ops.cake.{p.op} over {len(p.specs)} specialization(s)")
+    return 0
+
+
+def _problem_of_file(path: Path, problems: Sequence[object]) -> object:
+    """The problem whose committed ``schedules/`` holds ``path``: what ``--torch`` checks a file against
+    when no ``--problem`` is given."""
+    from cake_core.loop.run import seed_schedules
+
+    resolved = path.resolve()
+    for p in problems:
+        if resolved in {s.resolve() for s in seed_schedules(p)}:
+            return p
+    raise CakeUserError(f"{path} is not a committed schedule of any problem: name the contract the "
+                        f"operator checks with --problem")  # fmt: skip

@@ -81,19 +81,6 @@ def best_schedule(problem: str, target: str) -> tuple[Path, str]:
     return _PROBLEMS / best.schedule, f"{best.basis} (bench/results/{best.records})"
 
 
-def problem_of_file(path: Path, problems: Sequence[object]) -> object:
-    """The problem whose committed ``schedules/`` holds ``path``: what ``--torch`` checks a file against
-    when no ``--problem`` is given."""
-    from cake_core.loop.run import seed_schedules
-
-    resolved = path.resolve()
-    for p in problems:
-        if resolved in {s.resolve() for s in seed_schedules(p)}:
-            return p
-    raise CakeUserError(f"{path} is not a committed schedule of any problem: name the contract the "
-                        f"operator checks with --problem")  # fmt: skip
-
-
 def op_name(problem: str) -> str:
     """``kmeans-assign`` -> ``kmeans_assign`` (the operator is ``cake::kmeans_assign``)."""
     return problem.replace("-", "_")
@@ -489,40 +476,3 @@ def write_torch_op(p: OpPlan, out_dir: Path) -> Path:
     path = out_dir / f"{p.op}_op.py"
     write_text(path, render(p))
     return path
-
-
-def export_torch(file: str, target: str, shape_text: str | None, problem_name: str | None, out: str) -> int:
-    """``cake export PROBLEM|FILE --target T --torch DIR``: the .cu, .h and ``<op>_op.py`` in ``DIR``."""
-    from cake_core import plugins
-    from cake_core.commands import _verified, parse_shape
-    from cake_core.lower.export import _runtime_sizes, export_program, write_export
-    from cake_core.paths import make_dir, output_dir
-
-    reg = plugins.registry()
-    out_dir = output_dir(out)
-    problems = reg.values("problems")
-    names = {p.name for p in problems}
-    if not Path(file).exists() and file in names:
-        if problem_name not in (None, file):
-            raise CakeUserError(f"--problem {problem_name} contradicts the problem `{file}` exported")
-        path, basis = best_schedule(file, target)
-        problem = reg.get("problems", file)
-        print(f"{file} on {target}: {path.name}, {basis}")
-    elif not Path(file).exists():
-        raise CakeUserError(f"`{file}` is neither a file nor a problem (problems: {', '.join(sorted(names))})")
-    else:
-        path = Path(file)
-        problem = reg.get("problems", problem_name) if problem_name else problem_of_file(path, problems)
-    cand = _verified(str(path), target, False)
-    if cand is None:
-        return 1
-    lowered = [cand.build(s) for s in select_specs(cand, parse_shape(shape_text))]
-    stem = op_name(problem.name)
-    exported = export_program(lowered, stem)
-    make_dir(out_dir)
-    cu, h = write_export(exported, out_dir, stem)
-    p = plan(problem, lowered, exported.functions, exported.workspace_functions, _runtime_sizes(lowered[0].checked),
-             cu.name, cu.read_bytes(), path.name)  # fmt: skip
-    module = write_torch_op(p, out_dir)
-    print(f"wrote {cu}, {h} and {module}: torch.ops.cake.{p.op} over {len(p.specs)} specialization(s)")
-    return 0
