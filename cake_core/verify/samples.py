@@ -5,8 +5,8 @@ Each kernel model is simulated at every run-time size's least admissible value (
 (``cdiv(N, c)``, ``N / c``, ``N % c``) is ``k * c``, snapped to the domain's ranges and divisibility.
 Sizes the kernel never divides keep their least value; scalar parameters are 1. Every assignment is
 completed to satisfy the domain's relations between sizes (``KP >= K``: :meth:`ShapeDomain.complete`).
-The target constant ``SMS`` is simulated as :data:`SIM_SMS` when no compile-time declaration uses it,
-so persistent loops (``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes:
+The target constant ``SMS`` is simulated as :data:`SIM_SMS` (times the kernel's cluster size: as many
+clusters) when no compile-time declaration uses it, so persistent loops (``for tile in w .. TILES step min(SMS, TILES)``) run several times at small sizes:
 a protocol must not depend on the machine's size.
 """
 
@@ -21,6 +21,7 @@ from cake_core.ir import nodes as n
 from cake_core.ir.exprs import try_int
 from cake_core.ir.model import KernelModel
 from cake_core.verify.analyses import for_model
+from cake_core.ir.cluster import cluster_size
 from cake_core.verify.shapes import ShapeDomain
 
 SIM_SMS = 2  # the multiprocessor count persistent loops are simulated with (when nothing compiled uses it)
@@ -173,7 +174,8 @@ def sizes(model: KernelModel) -> Sizes | None:
         return None
     sms = None
     if "SMS" in model.env and not per_kernel(model, "protocol uses SMS", _uses_sms_at_compile_time):
-        sms = SIM_SMS
+        # a clustered grid of `min(SMS / C, ...) * C` CTAs must still loop more than once: SIM_SMS clusters
+        sms = SIM_SMS * cluster_size(model.kernel, model.env)
     unit = _divisors(model, shape.sizes)
     least, ranges = {}, []
     for name, r in sorted(shape.sizes.items()):

@@ -46,14 +46,14 @@ def test_resume_takes_measurements_from_the_ledger(reference_gpu, small_cell, tm
     again = Interrupt()
     summary = run(_opts(tmp_path / "cut", resume=True), observers=[again], log=lambda _: None)
     assert again.resumed == first.new  # the two recorded dispatches, read back, not repeated
-    assert set(again.new).isdisjoint(first.new) and len(again.new) == 2
+    assert set(again.new).isdisjoint(first.new) and len(again.new) == 3
     assert (summary.best, summary.best_ms) == (whole.best, whole.best_ms)
     assert Ledger.open(tmp_path / "cut", {}).contents() == Ledger.open(tmp_path / "whole", {}).contents()
     steps = {"prepare", "sass", "run", "again", "oracle", "timed", "oracle-after"}
-    assert len(again.phases) == 4 and all(steps <= set(p) for p in again.phases)  # read back, and taken anew
+    assert len(again.phases) == 5 and all(steps <= set(p) for p in again.phases)  # read back, and taken anew
     findings = [json.loads(r["measurement"])["sass"] for r in Ledger.open(tmp_path / "whole", {}).rows(
         "SELECT measurement FROM dispatches WHERE candidate IS NOT NULL")]  # fmt: skip
-    assert len(findings) == 4  # cuobjdump ran beside the (fake) GPU work, and its finding is in every record
+    assert len(findings) == 5  # cuobjdump ran beside the (fake) GPU work, and its finding is in every record
     assert all(f["available"] and f["error"] is None and f["present"] == f["claims"] for f in findings), findings
     assert sum(bool(f["claims"]) for f in findings) >= 3  # every committed schedule but the naive one claims some
 

@@ -53,8 +53,8 @@ def test_a_run_makes_each_input_set_once(reference_gpu, small_cell, tmp_path: Pa
     monkeypatch.setattr(KMeansAssign, "make_inputs", counting)
     summary = run(RunOptions("kmeans-assign", "h200", tmp_path / "run", seed=4, workers=1, budgets=Budgets()),
                   log=lambda _: None)  # fmt: skip
-    assert summary.spent.gpu_benchmarks == 4
-    assert seeds == {4: 1, 5: 1}  # checked on seed 4, timed on seed 5: once each for four candidates
+    assert summary.spent.gpu_benchmarks == 5
+    assert seeds == {4: 1, 5: 1}  # checked on seed 4, timed on seed 5: once each for five candidates
 
 
 def test_a_runner_keeps_every_input_set_made_before_and_after_it_is_given() -> None:
