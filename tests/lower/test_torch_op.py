@@ -141,14 +141,14 @@ def test_knn_refuses_a_k_it_cannot_answer(knn: ModuleType, n: int, k: object, sa
         knn.check_arguments({"q": _t((1, 5, 128)), "x": _t((1, n, 128))}, {"K": k})
 
 
-def test_kmeans_update_checks_the_schedule_domain_and_the_assignments(
+def test_kmeans_update_checks_the_domain_and_the_assignments(
     exported: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mod = _import(exported["kmeans-update"] / "kmeans_update_op.py", monkeypatch)
-    args = {"x": _t((2, 300, 128)), "assign": _t((2, 300), "int32"), "c": _t((2, 1025, 128))}
-    with pytest.raises(ValueError, match=r"`c` has K=1025; cake::kmeans_update needs K <= 1024"):
+    args = {"x": _t((2, 300, 96)), "assign": _t((2, 300), "int32"), "c": _t((2, 1024, 96))}
+    with pytest.raises(ValueError, match=r"`x` has D=96; cake::kmeans_update needs D in \{64, 128, 256\}"):
         mod.check_arguments(args, {})
-    args["c"] = _t((2, 1024, 128))
+    args["x"], args["c"] = _t((2, 300, 128)), _t((2, 1024, 128))
     args["assign"] = _t((2, 300), "bfloat16")
     with pytest.raises(ValueError, match=r"`assign` is bfloat16; cake::kmeans_update takes int32 there"):
         mod.check_arguments(args, {})
