@@ -81,6 +81,10 @@ def filter_candidate(job: FilterJob, cand: Candidate | None = None) -> FilterOut
     values = program_values(cand.check(), problem, job.shape, job.dtype)
     try:
         spec = cand.spec(values)
+    except CakeUserError as exc:  # a schedule written for other sizes (knn's K in {64, 100, 128}): no fault of it
+        return done(status="rejected", gate="domain", reason=f"its domain does not take the run's cell: {exc}",
+                    verify=verify, interp=interp, interp_seconds=interp_s)  # fmt: skip
+    try:
         compiled = cand.compile(spec)
     except NotLoweredError as exc:
         return done(status="rejected", gate="lower", reason=str(exc), verify=verify, interp=interp,

@@ -1,7 +1,8 @@
 """Stage 4: every finding of a round as a typed record sent where it can be acted on (``docs/loop.md``).
 
 - **candidate** (the agent's feedback): a gate refused it (``rejected-verify``, ``rejected-interp``, or
-  ``below-floor``: the cost model predicts it faster than the cell's bytes and FLOPs allow), the
+  ``below-floor``: the cost model predicts it faster than the cell's bytes and FLOPs allow;
+  ``out-of-domain``: its domain does not take the run's cell), the
   compiler warned (``compiler-warning``), its measurement is not to be trusted (``quarantined``), or a GPU
   failure confirmed what stage 2 had refused (``confirmed-on-gpu``, with ``--bench-rejected``).
 - **verifier**: the GPU found what stage 2 let through (``wrong-on-gpu``, ``fault-on-gpu``, ``timeout-on-gpu``,
@@ -63,7 +64,7 @@ def _static(rnd: int, c: CandidateInfo, o: FilterOutcome, reproduce: Reproduce) 
         if not seen:  # refused without a diagnostic: the interpreter could not run it, a lowering gap, NVRTC,
             # an estimate under the floor
             dest, kind = {"lower": ("vocabulary", "not-lowered"), "compile": ("verifier", "compile-escape"),
-                          "floor": ("candidate", "below-floor")}.get(o.gate or "", ("candidate", f"rejected-{o.gate}"))  # fmt: skip
+                          "floor": ("candidate", "below-floor"), "domain": ("candidate", "out-of-domain")}.get(o.gate or "", ("candidate", f"rejected-{o.gate}"))  # fmt: skip
             evidence: dict[str, Any] = {"gate": o.gate}
             if o.estimate is not None:
                 evidence |= {"predicted_ms": o.estimate.ms, "bound": o.estimate.bound, "model": o.estimate.model}
