@@ -209,8 +209,10 @@ class Reach:
 
 
 def reaches(model: KernelModel, cluster: int, comp: Compiled) -> Iterator[list[Reach]]:
-    """For each sample, the cluster barriers every role instance of every CTA of the first and of the
-    last cluster of the grid reaches (a sample whose walk does not evaluate is left out)."""
+    """For each sample, the cluster barriers every role instance of every CTA of one cluster reaches: one
+    list for the grid's first cluster and one for its last (CTAs of different clusters may walk their
+    persistent loops a different number of times; only the members of one cluster wait for each other). A
+    sample whose walk does not evaluate is left out."""
     k = model.kernel
     for sample in samples(model):
         env0 = cta_env(model, sample)
@@ -218,21 +220,23 @@ def reaches(model: KernelModel, cluster: int, comp: Compiled) -> Iterator[list[R
             first = int(comp(k.grid.extents[0])(env0))  # type: ignore[misc]
         except (EvalError, ZeroDivisionError, TypeError, ValueError):
             continue
-        ctas = sorted({c for c in (*range(min(cluster, first)), *range(max(first - cluster, 0), first))})
-        out: list[Reach] = []
-        try:
-            for c in ctas:
-                for info in model.roles:
-                    for i in range(info.instances):
-                        env = dict(env0)
-                        env[k.grid.vars[0]] = c
-                        env[CRANK] = c % cluster
-                        env["self"] = i
-                        env.setdefault("THREADS", info.per * 32)
-                        out.append(Reach(sample, c, info, i, _count(info.role.body, model, env, comp, [WALK_BUDGET])))
-        except (_Budget, EvalError, ZeroDivisionError, TypeError, ValueError):
-            continue
-        yield out
+        last = max(first - 1, 0) // cluster * cluster
+        for start in sorted({0, last}):
+            out: list[Reach] = []
+            try:
+                for c in range(start, min(start + cluster, first)):
+                    for info in model.roles:
+                        for i in range(info.instances):
+                            env = dict(env0)
+                            env[k.grid.vars[0]] = c
+                            env[CRANK] = c % cluster
+                            env["self"] = i
+                            env.setdefault("THREADS", info.per * 32)
+                            out.append(Reach(sample, c, info, i,
+                                             _count(info.role.body, model, env, comp, [WALK_BUDGET])))
+            except (_Budget, EvalError, ZeroDivisionError, TypeError, ValueError):
+                continue
+            yield out
 
 
 def tainted_names(body: tuple[n.Stmt, ...], seeds: frozenset[str]) -> Mapping[int, str]:

@@ -365,8 +365,8 @@ Checks every `cluster.sync` (any operation whose primitive is a cluster-wide bar
   or `self` (directly or through `let` names and loop variables computed from them): ranks or role
   instances would reach it a different number of times;
 - at the sample sizes of the protocol simulation (`SMS` as simulated there, so persistent loops take
-  several trips), every role instance of every CTA of the first and the last cluster of the grid
-  reaches the cluster barriers the same number of times — so a `cluster.sync` in a role that only some
+  several trips), in the first and in the last cluster of the grid, every role instance of every CTA
+  of that cluster reaches the cluster barriers the same number of times — so a `cluster.sync` in a role that only some
   warps play, with no matching one in the other roles, or in a loop whose trip count differs between
   the CTAs of a cluster (a persistent tile loop over an odd tile count), is a finding with the sizes,
   the CTAs and the roles that differ.
