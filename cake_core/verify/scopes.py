@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cake_core.ir import nodes as n
+from cake_core.ir.cluster import CRANK, cluster_size
 from cake_core.ir.pipes import stages_expr
 from cake_core.verify.bounds import Bound, Bounder
 from cake_core.verify.linear import Form, Lin, Linearizer, Var
@@ -47,7 +48,7 @@ class Binder:
     step: n.Expr | None = None
     value: n.Expr | None = None  # let value or guard condition
     negate: bool = False  # a guard from an `else` arm
-    count: int = 1  # role instances, for SELF
+    count: int = 1  # role instances (or a cluster's CTAs, for `crank`), for SELF
 
 
 def binders(model: KernelModel) -> dict[int, tuple[Binder, ...]]:
@@ -73,6 +74,8 @@ def binders(model: KernelModel) -> dict[int, tuple[Binder, ...]]:
                 if stage is not None:
                     chain = chain + (stage,)
 
+    if k.cta.cluster:  # the CTA's rank in its cluster, `crank`, ranges like an instance index: 0 .. C - 1
+        grid = grid + (Binder(BinderKind.SELF, CRANK, count=cluster_size(k, model.env)),)
     for info in model.roles:
         block(info.role.body, grid + (Binder(BinderKind.SELF, "self", count=info.instances),))
     return out
@@ -214,7 +217,7 @@ class ScopeViews:
             if hi is not None:
                 guards = guards + [hi - Lin.of(Var(b.name))]
         elif b.kind is BinderKind.SELF:
-            bounds = {**bounds, "self": (Lin(), Lin(b.count - 1))}
+            bounds = {**bounds, b.name: (Lin(), Lin(b.count - 1))}
         elif b.kind is BinderKind.LOOP:
             start = lin(b.start, lets) if b.start is not None else None
             stop = lin(b.stop, lets) if b.stop is not None else None
