@@ -23,7 +23,6 @@ from cake_core.lower.prelude import CLUSTER_SYNC
 from cake_core.target import Feature
 
 
-
 class ClusterSync(Primitive):
     name = "cluster.sync"
     summary = "cluster-wide barrier: every thread of every CTA of the cluster waits for all"
@@ -45,7 +44,8 @@ class ClusterSync(Primitive):
 
 def arrive_everywhere(ctx, addr: str, cluster: int, guard: str = "") -> None:
     """Lines that arrive once on the barrier at shared address ``addr`` (u32, this CTA's) in every CTA of
-    a cluster of ``cluster`` CTAs (``mapa`` to each rank's address, a release at cluster scope), this CTA
+    a cluster of ``cluster`` CTAs (``mapa`` to each rank's address, then ``mbarrier.arrive.shared::cluster``
+    with its default semantics: the cluster-scope form put a GPU-wide fence before every arrival), this CTA
     included; ``guard``: a C++ condition the arriving thread meets (``""``: every thread arrives)."""
     r = ctx.fresh("r")
     head = f"if ({guard}) " if guard else ""
