@@ -184,12 +184,12 @@ class MbarrierArrive(Primitive):
     def lower(self, op: TypedOp, ctx) -> None:
         addr = ctx.barrier_addr(op.ins[0])
         per = op.attr("per")
+        one = isinstance(per, n.Name) and per.id == "instance"
         if op.attr("cluster") is not None and ctx.cluster > 1:
-            one = isinstance(per, n.Name) and per.id == "instance"
             arrive_everywhere(ctx, addr, ctx.cluster, f"{ctx.itid} == 0" if one else "")
             return
         stmt = f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({addr}) : "memory");'
-        if isinstance(per, n.Name) and per.id == "instance":
+        if one:
             ctx.line(f"if ({ctx.itid} == 0) {stmt}")
         else:
             ctx.line(stmt)
