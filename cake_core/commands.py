@@ -324,6 +324,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _print_run(out: Path, summary) -> None:  # type: ignore[no-untyped-def]
     """The run's end as a kernel engineer reads it: every candidate in a table, the stages, the best kernel
     against the baseline, and each rejected candidate's first diagnostic in one line."""
+    from cake_core.loop.report import no_best_text
+
     record = json.loads((out / "run.json").read_text())
     rows = []
     ranked = sorted(record["candidates"], key=lambda c: (c["status"] != "measured", c["measured_ms"] or 0.0,
@@ -343,7 +345,7 @@ def _print_run(out: Path, summary) -> None:  # type: ignore[no-untyped-def]
             print(f"  {c['name']}: {c['reason']}")
     print()
     if summary.best is None:
-        print("no candidate passed stage 2: there is no best kernel")
+        print(no_best_text(summary))
     elif summary.measured:
         base = (f"; baseline {summary.baseline} {summary.baseline_ms:.4f} ms: {summary.speedup:.2f}x"
                 if summary.baseline_ms else "; no baseline was measured")  # fmt: skip

@@ -64,10 +64,18 @@ def cell_text(cell: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def no_best_text(summary: RunSummary) -> str:
+    """Why a run has no best kernel: none of its candidates passed stage 2, or it stopped before the first
+    (a wall-seconds budget the baseline's preparation and timing used up, say)."""
+    if summary.spent.candidates == 0:
+        return "no candidate was generated; there is no best kernel"
+    return "no candidate passed stage 2; there is no best kernel"
+
+
 def result_line(summary: RunSummary) -> str:
     """How the run ended, in one sentence: the best kernel and its time, the baseline and the speed-up."""
     if summary.best is None:
-        head = "no candidate passed stage 2; there is no best kernel"
+        head = no_best_text(summary)
     elif summary.measured and summary.best_ms is not None:
         head = f"best `{summary.best}` {fmt_ms(summary.best_ms)} measured"
         if summary.baseline is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from cake_core.loop.ledger import Ledger, dumps
 from cake_core.loop.records import RunSummary, Spent
-from cake_core.loop.report import write_report
+from cake_core.loop.report import result_line, write_report
 
 # -- two run ledgers ------------------------------------------------------------------------------------------
 
@@ -232,6 +232,15 @@ def test_a_run_with_no_compiled_candidate_has_no_best_kernel(tmp_path: Path) -> 
     text = write_report(tmp_path, ledger, summary).read_text()
     assert "**No candidate passed stage 2; there is no best kernel (stopped: candidates budget (5) spent).**" in text
     assert "Not drawn: there is no best kernel." in text
+
+
+def test_a_run_stopped_before_its_first_candidate_says_none_was_generated(tmp_path: Path) -> None:
+    ledger, _ = cpu_run(tmp_path, estimates=False)
+    summary = RunSummary(None, None, None, None, None, None, None, False, {}, "wall seconds budget (60.0) spent",
+                         Spent(candidates=0, wall_seconds=61.0))  # fmt: skip
+    line = result_line(summary)
+    assert line == "no candidate was generated; there is no best kernel (stopped: wall seconds budget (60.0) spent)"
+    assert "**No candidate was generated; there is no best kernel" in write_report(tmp_path, ledger, summary).read_text()
 
 
 @pytest.mark.parametrize("status", ["wrong", "fault"])
