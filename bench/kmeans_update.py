@@ -11,11 +11,13 @@ Outputs are poisoned before and judged by the problem's full oracle after timing
 
 - ``cake:NAME``: a schedule under ``cake_core/problems/kmeans_update/schedules`` (or a path), lowered for h200;
   at a cell outside its domain its records say ``unsupported``.
-- ``flash-kmeans``: ``triton_centroid_update_sorted_euclid`` of flash-kmeans 0.3.1, its sort included, into
-  fp32 sums and counts it is handed (zeroed inside the timed region, as it zeroes its own). It returns the
-  centroids rounded to ``x``'s type, which no fp32 oracle accepts: what is judged is its fp32 sums and
-  counts, divided (empty clusters keeping ``c``) after timing. ``BLOCK_N`` is tuned per cell before any
-  timing. Imported only here: without the package its records say ``unavailable``.
+- ``flash-kmeans``: ``triton_centroid_update_sorted_euclid`` of flash-kmeans 0.3.1, its sort included, as
+  ``cake run`` times it (cake_core/problems/kmeans_update/baseline.py, one implementation for both): into
+  fp32 sums and the int32 ``counts`` output it is handed (both zeroed inside the timed region, as it
+  zeroes its own), without its own division (which rounds the centroids to ``x``'s type, what no fp32
+  oracle accepts), then the fp32 division into ``centroids`` (empty clusters keeping ``c``), also timed:
+  one call computes every output. ``BLOCK_N`` is tuned per cell (over ``--fk-block-n``) before any
+  timing. Without the package its records say ``unavailable``.
 - ``torch``: ``index_add_`` of the points (converted to fp32) into the sums, ``bincount`` for the counts,
   one division, ``where`` for the empty clusters.
 
@@ -44,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchlib import CakeLauncher, keep, make_record, precompile, time_fn, to_host  # noqa: E402
+
+from cake_core.problems.kmeans_update.baseline import BLOCK_N_CHOICES, tuned_sorted_update  # noqa: E402
 
 PROBLEM = "kmeans-update"
 SCHEDULES = ROOT / "cake_core" / "problems" / "kmeans_update" / "schedules"
@@ -82,7 +86,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--cells", default="all", help="all, or reference (the reference cell only)")
     ap.add_argument("--dtypes", default=",".join(DTYPES))
-    ap.add_argument("--fk-block-n", default="128,256", help="the BLOCK_N values flash-kmeans is tuned over")
+    ap.add_argument("--fk-block-n", default=",".join(map(str, BLOCK_N_CHOICES)),
+                    help="the BLOCK_N values flash-kmeans is tuned over")
     ap.add_argument("--jobs", type=int, default=8, help="schedules compiled this many at a time, before any timing")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile the schedules' specializations into the disk cache ($CAKE_CACHE_DIR) and stop: "
@@ -203,19 +208,19 @@ class Impl:
             t.fill_(float("nan") if t.is_floating_point() else -7)
 
 
-def baselines(dev: dict[str, Any], out: dict[str, Any], shape: dict[str, int]) -> dict[str, Impl]:
-    """flash-kmeans and torch at one cell; flash-kmeans is missing when it cannot be imported."""
+def baselines(dev: dict[str, Any], out: dict[str, Any], shape: dict[str, int], block_n: Sequence[int],
+              flush: Any) -> dict[str, Impl]:  # fmt: skip
+    """flash-kmeans (``BLOCK_N`` tuned over ``block_n``, outside any timed region) and torch at one cell, both
+    writing ``out``; flash-kmeans is missing when ``block_n`` is empty or the package cannot be imported."""
     import torch
 
     b_, n_, k_, d_ = shape["B"], shape["N"], shape["K"], shape["D"]
     x, assign, c = dev["x"], dev["assign"], dev["c"]
     sums = torch.empty((b_, k_, d_), dtype=torch.float32, device="cuda")
-    cnts = torch.empty((b_, k_), dtype=torch.int32, device="cuda")
     offsets = (torch.arange(b_, device="cuda") * k_)[:, None]
 
-    def means() -> dict[str, Any]:
-        n = cnts[..., None]
-        return {"centroids": to_host(torch.where(n > 0, sums / n.clamp(min=1), c.float())), "counts": to_host(cnts)}
+    def outputs() -> dict[str, Any]:
+        return {k: to_host(v) for k, v in out.items()}
 
     def torch_update() -> None:
         idx = (assign + offsets).view(-1)
@@ -224,31 +229,19 @@ def baselines(dev: dict[str, Any], out: dict[str, Any], shape: dict[str, int]) -
         n = out["counts"][..., None]
         torch.where(n > 0, sums / n.clamp(min=1), c.float(), out=out["centroids"])
 
-    impls = {"torch": Impl(torch_update, [*out.values(), sums], lambda: {k: to_host(v) for k, v in out.items()})}
+    impls = {"torch": Impl(torch_update, [*out.values(), sums], outputs)}
+
+    def median_ms(fn: Callable[[], None]) -> float:
+        return statistics.median(time_fn(fn, 5, 1, flush))
+
+    if not block_n:
+        return impls
     try:
-        from flash_kmeans.centroid_update_triton import triton_centroid_update_sorted_euclid as fk
+        fk, best = tuned_sorted_update(x, assign, c, out["centroids"], out["counts"], sums, median_ms, block_n)
     except ImportError:
         return impls
-    block = {"BLOCK_N": 256}
-
-    def fk_update() -> None:
-        sums.zero_()
-        cnts.zero_()
-        fk(x, assign, c, BLOCK_N=block["BLOCK_N"], centroid_sums=sums, centroid_cnts=cnts)
-
-    impls[BASELINE] = Impl(fk_update, [sums, cnts], means, "its fp32 sums and counts, divided after timing", block)
+    impls[BASELINE] = Impl(fk, [*out.values(), sums], outputs, config={"BLOCK_N": best})
     return impls
-
-
-def tune(fn: Callable, config: dict, values: Sequence[int], flush: Any) -> None:
-    """Set ``config["BLOCK_N"]`` to the fastest of ``values`` (each compiled, then timed briefly)."""
-    best = None
-    for v in values:
-        config["BLOCK_N"] = v
-        ms = statistics.median(time_fn(fn, 5, 1, flush))
-        if best is None or ms < best[0]:
-            best = (ms, v)
-    config["BLOCK_N"] = best[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -299,13 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 impls[name] = f"unsupported: {exc}".splitlines()[0]
             except Exception as exc:  # noqa: BLE001 - recorded: the other implementations go on
                 impls[name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        found = baselines(dev, out, shape)
+        tuned = args.fk_block_n if BASELINE in args.impls else ()  # flash-kmeans tuned only where it is timed
+        found = baselines(dev, out, shape, tuned, flush)
         for name in (BASELINE, "torch"):
             if name in args.impls:
                 impls[name] = found.get(name, "unavailable: flash-kmeans 0.3.1 is not installed")
-        fk = impls.get(BASELINE)
-        if isinstance(fk, Impl):  # tuned (and compiled) outside any timed region
-            tune(fk.fn, fk.config, args.fk_block_n, flush)
         for run in range(args.runs):
             new = device_inputs(shape, dtype, 2000 + 10 * run, problem.empty_fraction)
             for k, v in new.items():

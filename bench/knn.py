@@ -7,14 +7,15 @@ interleaved (run 0 of every implementation, then run 1, ...), each run on fresh 
 (the problem's distribution, drawn on the GPU), every output poisoned before timing and judged after by the
 problem's full oracle (its float64 CUDA reference above the numpy limit).
 
-The torch baselines: ``torch`` scores in the input type (``baddbmm`` of the squared norms and
-``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32 and rounds the
-scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the timed region), then
-``topk``. Cake schedules are named by their file under the problem's schedules/ or by path (fused_topk,
-hopper, naive, hopper_split, hopper_split_big), or ``auto`` (the default): per cell, the first of
-hopper_split (K <= 16, register lists) and hopper_split_big (K in {64, 100, 128}, shared lists) whose
-domain takes it, recorded under that schedule's name. A cell outside a named schedule's domain (fused_topk
-and hopper take K <= 32) is recorded as ``unsupported``.
+The torch baselines (``torch_topk`` of cake_core/problems/knn/baseline.py, the very call ``cake run``
+times as the problems' baseline ``torch-fp32``): ``torch`` scores in the input type (``baddbmm`` of the
+squared norms and ``-2 q @ x.T`` for L2, ``q @ x.T`` for the inner product; cuBLAS accumulates in fp32
+and rounds the scores to f16/bf16), ``torch-fp32`` the same in fp32 (the inputs converted inside the
+timed region), then ``topk``. Cake schedules are named by their file under the problem's schedules/ or
+by path (fused_topk, hopper, naive, hopper_split, hopper_split_big), or ``auto`` (the default): per cell,
+the first of hopper_split (K <= 16, register lists) and hopper_split_big (K in {64, 100, 128}, shared
+lists) whose domain takes it, recorded under that schedule's name. A cell outside a named schedule's
+domain (fused_topk and hopper take K <= 32) is recorded as ``unsupported``.
 
 The cells are knn's BENCH_CELLS (cake_core/problems/knn/cells.py), both metrics. Every Cake
 specialization the cells need is compiled first, ``--compile-workers`` at a time (NVRTC takes tens of
@@ -147,25 +148,6 @@ def table(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _torch_impl(name: str, inner: bool, q: Any, x: Any, k: int, out: Any):
-    """The timed call of a torch baseline: scores, then the ``k`` best of each row into ``out``."""
-    import torch
-
-    from cake_core.problems.kmeans_assign.baseline import squared_norms
-
-    def call() -> None:
-        a, b = (q.float(), x.float()) if name == "torch-fp32" else (q, x)
-        if inner:
-            best = torch.topk(torch.bmm(a, b.mT), k, dim=-1, largest=True, sorted=True).indices
-        else:
-            norms = squared_norms(x)[:, None, :].to(a.dtype)
-            scores = torch.baddbmm(norms, a, b.mT, alpha=-2.0)
-            best = torch.topk(scores, k, dim=-1, largest=False, sorted=True).indices
-        out.copy_(best)
-
-    return call
-
-
 def _fresh(cell: Any, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Standard-normal q and x drawn on the GPU, rounded to the cell's type: (host storage arrays, device)."""
     import numpy as np
@@ -192,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cake_core import plugins
     from cake_core.errors import CakeUserError
     from cake_core.loop.benchmark import today
+    from cake_core.problems.knn.baseline import torch_topk
     from cake_core.runtime.worker import GpuRunner
 
     reg = plugins.registry()
@@ -213,8 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = cell.shape
             out = torch.empty((s["B"], s["M"], s["K"]), dtype=torch.int32, device="cuda")
             _, dev = _fresh(cell, 1000)  # the device tensors every implementation is bound to
-            impls: dict[str, Any] = {i: _torch_impl(i, problem.inner, dev["q"], dev["x"], s["K"], out)
-                                     for i in args.impl_list}  # fmt: skip
+            impls: dict[str, Any] = {i: torch_topk(dev["q"], dev["x"], s["K"], out, inner=problem.inner,
+                                                   fp32=i == "torch-fp32") for i in args.impl_list}  # fmt: skip
             for group in args.schedule_paths[metric]:
                 for n, (label, path) in enumerate(group):  # the first choice whose domain takes the cell
                     try:

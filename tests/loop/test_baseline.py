@@ -3,6 +3,7 @@ process whose backend runs baselines with numpy (numpy_baseline.NumpyGpu), or ru
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,10 @@ from cake_core.runtime.worker import GpuRunner
 HERE = Path(__file__).resolve().parent
 CELL = {"B": 2, "N": 300, "K": 37, "D": 64}
 TIMING = Timing(warmup=1, reps=4)
+
+
+def _problem_naming_none() -> KMeansAssign:
+    return type("KMeansAssignNone", (KMeansAssign,), {"baseline": None})()
 
 
 def _problem(entry: str, requires: tuple[str, ...] = ("numpy",)) -> KMeansAssign:
@@ -50,9 +55,15 @@ def test_kmeans_assign_names_flash_kmeans() -> None:
     assert b.requires == ("torch", "triton", "flash_kmeans")
 
 
+class _Old:
+    """A problem written before the member."""
+
+    name = "old"
+
+
 def test_problems_without_a_baseline() -> None:
-    reg = plugins.registry()
-    assert baseline_of(reg.get("problems", "knn")) is None  # predates the member
+    assert baseline_of(_Old()) is None
+    assert baseline_of(_problem_naming_none()) is None
 
     class Bad(KMeansAssign):
         baseline = "flash-kmeans"
@@ -70,7 +81,13 @@ def test_baseline_record_validates() -> None:
 
 
 def test_the_core_does_not_import_torch() -> None:
+    """Nor does loading every registered problem's baseline entry (their imports are in the calls)."""
     code = ("import sys, cake_core.loop.baseline, cake_core.problems.kmeans_assign, cake_core.runtime.worker; "
+            "from cake_core import plugins; from cake_core.problems.problem import baseline_of; "
+            "from cake_core.runtime.protocol import load_object; reg = plugins.registry(); "
+            "bs = [baseline_of(reg.get('problems', n)) for n in reg.names('problems')]; "
+            "entries = [load_object(b.entry) for b in bs if b is not None]; "
+            "assert len(entries) >= 5 and all(map(callable, entries)), entries; "
             "assert not {'torch', 'triton', 'flash_kmeans'} & set(sys.modules)")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -111,13 +128,35 @@ def test_unavailable_before_any_worker() -> None:
     m = bench_baseline(_problem("nearest", ("cake_no_such_module",)), CELL, "bf16", _NoRunner(), commit="c0")
     assert (m.status, m.impl) == ("unavailable", "baseline:numpy-nearest")
     assert m.error == "baseline `numpy-nearest` needs cake_no_such_module, not installed here"
-    knn = plugins.registry().get("problems", "knn")
-    m = bench_baseline(knn, knn.default_cell.shape, knn.default_cell.dtype, _NoRunner(), commit="c0")
-    assert (m.status, m.impl, m.error) == ("unavailable", "baseline", "problem `knn` names no baseline")
+    m = bench_baseline(_problem_naming_none(), CELL, "bf16", _NoRunner(), commit="c0")
+    assert (m.status, m.impl, m.error) == ("unavailable", "baseline", "problem `kmeans-assign` names no baseline")
     if FLASH_KMEANS.missing():  # this machine lacks torch, triton or flash_kmeans
         m = bench_baseline(KMEANS_ASSIGN, CELL, "bf16", _NoRunner(), commit="c0")
         assert m.status == "unavailable" and m.impl == "baseline:flash-kmeans"
         assert m.error.startswith("baseline `flash-kmeans` needs ")
+
+
+@pytest.mark.parametrize(("name", "hidden", "error"), [
+    ("knn", ("torch",), "baseline `torch-fp32` needs torch, not installed here"),
+    ("knn-ip", ("torch",), "baseline `torch-fp32` needs torch, not installed here"),
+    ("kmeans-update", ("flash_kmeans",), "baseline `flash-kmeans` needs flash_kmeans, not installed here"),
+    ("kmeans-update", ("torch", "triton"), "baseline `flash-kmeans` needs torch, triton, not installed here"),
+])  # fmt: skip
+def test_a_missing_module_of_a_baseline_is_reported_before_any_worker(
+    monkeypatch: pytest.MonkeyPatch, name: str, hidden: tuple[str, ...], error: str
+) -> None:
+    """Whatever is installed here: the modules hidden are missing, the others are taken as found."""
+    real = importlib.util.find_spec
+
+    def find_spec(module: str, *args: object) -> object:
+        return None if module in hidden else real(module, *args) or "found"  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    problem = plugins.registry().get("problems", name)
+    baseline = baseline_of(problem)
+    assert baseline is not None and baseline.missing() == hidden
+    m = bench_baseline(problem, problem.cells[1].shape, problem.cells[1].dtype, _NoRunner(), commit="c0")
+    assert (m.status, m.impl, m.error, m.correct) == ("unavailable", f"baseline:{baseline.name}", error, False)
 
 
 def test_a_backend_without_baselines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ from cake_core import plugins
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import decode
 from cake_core.problems.kmeans_update import CHECK_CELLS, DEFAULT_CELL, KMEANS_UPDATE as P
-from cake_core.problems.problem import METHOD_NUMPY, Problem, validate_cell
+from cake_core.problems.kmeans_update.baseline import FLASH_KMEANS_UPDATE
+from cake_core.problems.problem import METHOD_NUMPY, Problem, baseline_of, validate_cell
 from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
 
@@ -32,10 +33,14 @@ def _brute(inputs: dict[str, np.ndarray], dtype: str) -> tuple[np.ndarray, np.nd
 # -- the problem -------------------------------------------------------------------------------------
 
 
-def test_registered_as_a_builtin_problem():
+def test_registered_as_a_builtin_problem_with_flash_kmeans_as_baseline():
     reg = plugins.registry()
     assert reg.get("problems", "kmeans-update") is P and isinstance(P, Problem)
     assert reg.registration("problems", "kmeans-update").plugin.builtin
+    b = baseline_of(P)
+    assert b is FLASH_KMEANS_UPDATE and b.name == "flash-kmeans" and "its sort included" in b.summary
+    assert b.entry == "cake_core.problems.kmeans_update.baseline:flash_kmeans_update"
+    assert b.requires == ("torch", "triton", "flash_kmeans")
 
 
 def test_declarations_and_cells():

@@ -11,7 +11,8 @@ from cake_core.errors import CakeUserError
 from cake_core.hostdata import decode, encode
 from cake_core.problems.knn import BENCH_CELLS, CHECK_CELLS, DEFAULT_CELL, KNN_IP
 from cake_core.problems.knn import KNN as P
-from cake_core.problems.problem import Problem, validate_cell
+from cake_core.problems.knn.baseline import TORCH_FP32_IP, TORCH_FP32_L2
+from cake_core.problems.problem import Problem, baseline_of, validate_cell
 from cake_core.semantics import run_program
 from cake_core.verify.runner import verify_source
 
@@ -39,6 +40,15 @@ def test_registered_as_builtin_problems():
     for name in ("knn", "knn-ip"):
         assert isinstance(reg.get("problems", name), Problem) and reg.registration("problems", name).plugin.builtin
     assert "Euclidean" in P.summary and "inner product" in KNN_IP.summary
+
+
+def test_each_metric_names_torch_with_fp32_scores_as_its_baseline():
+    reg = plugins.registry()
+    l2, ip = baseline_of(reg.get("problems", "knn")), baseline_of(reg.get("problems", "knn-ip"))
+    assert (l2, ip) == (TORCH_FP32_L2, TORCH_FP32_IP) and l2.name == ip.name == "torch-fp32"
+    assert l2.entry == "cake_core.problems.knn.baseline:torch_fp32_l2" and "baddbmm" in l2.summary
+    assert ip.entry == "cake_core.problems.knn.baseline:torch_fp32_ip" and "bmm q @ x.T" in ip.summary
+    assert l2.requires == ip.requires == ("torch",) and all("fp32" in b.summary for b in (l2, ip))
 
 
 def test_declarations_and_cells():

@@ -12,9 +12,11 @@ import numpy as np
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import random_values, storage_dtype
 from cake_core.problems.kmeans_update import oracle
+from cake_core.problems.kmeans_update.baseline import FLASH_KMEANS_UPDATE
 from cake_core.problems.kmeans_update.cells import CHECK_CELLS, DEFAULT_CELL
 from cake_core.problems.problem import (
     METHOD_NUMPY,
+    Baseline,
     Cell,
     OracleReport,
     SizeDecl,
@@ -73,6 +75,8 @@ class KMeansUpdate:
     )
     default_cell: ClassVar[Cell] = DEFAULT_CELL
     cells: ClassVar[tuple[Cell, ...]] = CHECK_CELLS
+    #: flash-kmeans's sorted update, its sort included (:mod:`cake_core.problems.kmeans_update.baseline`)
+    baseline: ClassVar[Baseline | None] = FLASH_KMEANS_UPDATE
 
     # -- inputs and work ------------------------------------------------------------------------------
 

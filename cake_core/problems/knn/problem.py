@@ -12,11 +12,13 @@ import numpy as np
 from cake_core.errors import CakeUserError
 from cake_core.hostdata import random_values, storage_dtype
 from cake_core.problems.knn import oracle
+from cake_core.problems.knn.baseline import TORCH_FP32_IP, TORCH_FP32_L2
 from cake_core.problems.knn.cells import CHECK_CELLS, DEFAULT_CELL
 from cake_core.problems.problem import (
     METHOD_CUDA,
     METHOD_NUMPY,
     ORACLE_METHODS,
+    Baseline,
     Cell,
     OracleReport,
     SizeDecl,
@@ -85,6 +87,11 @@ class Knn:
     def inner(self) -> bool:
         """Whether the score is the inner product (else the squared Euclidean distance)."""
         return self.metric == "ip"
+
+    @property
+    def baseline(self) -> Baseline:
+        """torch's ``q @ x.T`` + ``topk`` with fp32 scores, for this metric (:mod:`cake_core.problems.knn.baseline`)."""
+        return TORCH_FP32_IP if self.inner else TORCH_FP32_L2
 
     @property
     def summary(self) -> str:
