@@ -469,22 +469,24 @@ def _update_from_acc(ctx, op: TypedOp, acc: RegView, bview, is_masked: bool, bas
         return
     _insert_helpers(ctx)
     # per row: one branch-free test of the least of the thread's scores (fminf passes over NaN) against the
-    # K-th value; only a row with a candidate that passes takes the insertions (the scores computed again).
-    # For k > 1 the passing scores are first gathered into a small array and inserted by one loop: an
-    # insertion inlined at every column made the kernel's code 12 times larger at k=10 (1.4 MB of cubin),
-    # more than the instruction caches hold.
+    # list's K-th pair, exact: a score equal to the K-th value passes only if the row's first index (the
+    # least of the thread's columns) is below the K-th index. So rows whose scores all tie (padding rows of
+    # zeros under an inner product) stop entering the insertions once their list is full. Only a row with a
+    # candidate that passes takes the insertions (the scores computed again). For k > 1 the passing scores
+    # are first gathered into a small array and inserted by one loop: an insertion inlined at every column
+    # made the kernel's code 12 times larger at k=10, and hopper_split.cake 4x slower.
     for slot, ((_, cols), low) in enumerate(zip(slots, least, strict=True)):
-        lst, kth = slot * k, f"{vr.name}[{slot * k + k - 1}]"
+        lst, kth, kthi = slot * k, f"{vr.name}[{slot * k + k - 1}]", f"{ir.name}[{slot * k + k - 1}]"
         insert = f"cake_topk_insert<{k}>(&{vr.name}[{lst}], &{ir.name}[{lst}], "
-        ctx.line(f"{{ if ({low} <= {kth}) {{")
+        ctx.line(f"{{ if (cake_argmin_better({low}, {cols[0][1]}, {kth}, {kthi})) {{")
         if k == 1:
             for score, index in cols:
                 ctx.line(f"    {{ const float cake_s = {score}; if (cake_s <= {kth}) {insert}cake_s, {index}); }}")
         else:
             ctx.line(f"    float cake_pv[{len(cols)}]; int cake_px[{len(cols)}]; int cake_pn = 0;")
             for score, index in cols:
-                ctx.line(f"    {{ const float cake_s = {score}; if (cake_s <= {kth}) {{ cake_pv[cake_pn] = cake_s; "
-                         f"cake_px[cake_pn] = {index}; ++cake_pn; }} }}")  # fmt: skip
+                ctx.line(f"    {{ const float cake_s = {score}; if (cake_argmin_better(cake_s, {index}, {kth}, {kthi})) "
+                         f"{{ cake_pv[cake_pn] = cake_s; cake_px[cake_pn] = {index}; ++cake_pn; }} }}")  # fmt: skip
             ctx.line("    #pragma unroll 1")
             ctx.line(f"    for (int cake_t = 0; cake_t < cake_pn; ++cake_t) {insert}cake_pv[cake_t], cake_px[cake_t]);")
         ctx.line("  }")
