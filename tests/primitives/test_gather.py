@@ -1,0 +1,173 @@
+"""`gather`: rows of a global tile picked by an index tile. Its CPU semantics (rows in bounds copied, an
+index outside the tile's rows skipped and read as `value`, a ragged tile of rows over the threads, vectors
+of integers), its type rules, the bounds rule on the tile it reads (a column span past the tensor flagged
+unless masked, nothing flagged for data-dependent indices), its lowering (16-byte loads where a row's run
+is aligned, one element at a time where not; compiled for h200 without spills), and on the GPU (marked
+``gpu``) the interpreter's answer bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cake_core import pipeline, plugins
+from cake_core.hostdata import decode, encode
+from cake_core.lower.program import build_plan
+from cake_core.semantics import run_program
+from cake_core.verify.runner import verify_source
+
+#: rows of v picked by ix into o; R = 96 rows over 64 threads (a ragged tile), N ragged against it too
+ROWS = """
+kernel pick(v: global T[M, C], ix: global i32[N], o: global f32[N, W])
+  domain T in {bf16, f32}, M >= 1, N >= 1, C in {CC}
+  const R = 96
+  grid (t) over (cdiv(N, R))
+  cta warps 2
+  role all warps 0..2:
+    reg ir: i32[R] layout rows
+    reg vr: f32[R, W] layout rows
+    load ir <- ix[t * R : +R], oob=fill, value=-1
+    gather vr <- v[:, COLS], ir ATTRS
+    store o[t * R : +R, :] <- vr, oob=skip
+"""
+
+#: a vector of integers picked by ix, skipped rows reading -1
+VECTOR = """
+kernel pick(a: global i32[M], ix: global i32[N], o: global i32[N])
+  domain M >= 1, N >= 1
+  const R = 96
+  grid (t) over (cdiv(N, R))
+  cta warps 2
+  role all warps 0..2:
+    reg ir: i32[R] layout rows
+    reg ar: i32[R] layout rows
+    load ir <- ix[t * R : +R], oob=fill, value=-1
+    gather ar <- a[:], ir, value=-1
+    store o[t * R : +R] <- ar, oob=skip
+"""
+
+
+def _kernel(c: int, w: int | None = None, cols: str = ":", attrs: str = "") -> str:
+    return ROWS.replace("CC", str(c)).replace("COLS", cols).replace("W", str(w or c)).replace("ATTRS", attrs)
+
+
+def _inputs(m: int, n: int, c: int, t: str, seed: int) -> dict[str, np.ndarray]:
+    """Random rows and indices, a fifth of them outside [0, M) on both sides."""
+    rng = np.random.default_rng(seed)
+    ix = rng.integers(0, m, n)
+    bad = rng.random(n) < 0.2
+    ix[bad] = rng.choice([-1, -7, m, m + 3, 1 << 30], bad.sum())
+    return {"v": encode(rng.standard_normal((m, c)).astype(np.float32), t), "ix": ix.astype(np.int32)}
+
+
+def _want(v: np.ndarray, ix: np.ndarray, fill: float) -> np.ndarray:
+    ok = (ix >= 0) & (ix < v.shape[0])
+    out = np.full((ix.size, v.shape[1]), fill, np.float32)
+    out[ok] = v[ix[ok]]
+    return out
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16"])
+@pytest.mark.parametrize(("attrs", "fill"), [("", 0.0), (", value=2.5", 2.5)])
+def test_rows_in_bounds_are_copied_and_the_others_read_value(compile_cake, t: str, attrs: str, fill: float) -> None:
+    m, n, c = 50, 200, 8
+    inputs = _inputs(m, n, c, t, seed=1)
+    result = run_program(compile_cake(_kernel(c, attrs=attrs)), inputs, {"T": t}, policy="random", seed=2)
+    assert result.ok, [str(f) for f in result.findings]
+    assert np.array_equal(result.outputs["o"], _want(decode(inputs["v"], t), inputs["ix"], fill))
+
+
+def test_a_vector_of_integers_is_gathered(compile_cake) -> None:
+    rng = np.random.default_rng(3)
+    inputs = {"a": rng.integers(0, 1000, 37).astype(np.int32), "ix": rng.integers(-5, 45, 131).astype(np.int32)}
+    result = run_program(compile_cake(VECTOR), inputs, {}, policy="sequential")
+    assert result.ok, [str(f) for f in result.findings]
+    ix = inputs["ix"]
+    want = np.where((ix >= 0) & (ix < 37), inputs["a"][np.clip(ix, 0, 36)], -1)
+    assert np.array_equal(result.outputs["o"], want)
+
+
+def test_columns_past_the_tensor_read_zero_with_oob_zero_and_skipped_rows_value(compile_cake) -> None:
+    m, n, c = 20, 100, 8
+    inputs = _inputs(m, n, c, "f32", seed=4)
+    text = _kernel(c, 8, "4 : +8", ", oob=zero, value=-3")
+    result = run_program(compile_cake(text), inputs, {"T": "f32"}, policy="sequential")
+    assert result.ok, [str(f) for f in result.findings]
+    padded = np.concatenate([inputs["v"][:, 4:], np.zeros((m, 4), np.float32)], axis=1)
+    assert np.array_equal(result.outputs["o"], _want(padded, inputs["ix"], -3.0))
+
+
+def test_the_bounds_rule_sees_the_tile_not_the_indices() -> None:
+    target = plugins.registry().get("targets", "h200")
+    clean = list(verify_source(_kernel(8), "g.cake", target).diagnostics)
+    assert clean == [], [f"{d.code}: {d.message}" for d in clean]
+    past = list(verify_source(_kernel(8, 8, "4 : +8"), "g.cake", target).diagnostics)
+    assert [d.code for d in past] == ["CR108"] and "`v[:, 4 : +8]`" in past[0].message, [d.message for d in past]
+    masked = list(verify_source(_kernel(8, 8, "4 : +8", ", oob=zero"), "g.cake", target).diagnostics)
+    assert masked == [], [f"{d.code}: {d.message}" for d in masked]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (_kernel(8, 4), "rows of 8 elements into rows of 4"),
+    (VECTOR.replace("gather ar <- a[:]", "gather ar <- a[0 : +1]").replace("reg ar: i32[R]", "reg ar: i32[R, 1]"),
+     "both vectors or both matrices"),
+    (VECTOR.replace("reg ar: i32[R] layout rows", "reg ar: f32[R] layout rows"), "converts between float types"),
+    (VECTOR.replace("reg ir: i32[R] layout rows", "reg ir: i32[R] layout rows\n    reg fr: f32[R] layout rows")
+     .replace("a[:], ir,", "a[:], fr,"), "integer row indices"),
+    (VECTOR.replace("reg ir: i32[R] layout rows", "reg ir: i32[R] layout rows\n    reg i2: i32[64] layout rows")
+     .replace("a[:], ir,", "a[:], i2,"), "holds 64 indices for the 96 rows"),
+])  # fmt: skip
+def test_type_rules(check, text: str, message: str) -> None:
+    checked = check(text)
+    assert not checked.ok and any(message in d.message for d in checked.diagnostics), [
+        d.message for d in checked.diagnostics
+    ]
+
+
+def _source(text: str, values: dict) -> str:
+    cand = pipeline.Candidate(pipeline.load_text(text, "g.cake"), plugins.registry().get("targets", "h200"))
+    assert cand.check().ok, [d.message for d in cand.check().diagnostics]
+    return cand.build(cand.spec(values)).source
+
+
+@pytest.mark.parametrize(
+    ("c", "w", "cols", "t", "load"),
+    [
+        (32, 32, ":", "bf16", "uint4"),  # eight 16-bit values a load
+        (8, 8, ":", "f32", "uint4"),
+        (6, 6, ":", "f32", "uint2"),  # rows of 24 bytes: 8-byte loads
+        (6, 6, ":", "bf16", "unsigned"),
+        (16, 8, "1 : +8", "bf16", None),  # a column start off the grid: one element at a time
+        (5, 5, ":", "f32", None),  # rows of 20 bytes
+    ],
+)  # fmt: skip
+def test_vector_loads_where_a_rows_run_is_aligned_and_scalar_ones_where_not(c, w, cols, t, load) -> None:
+    src = _source(_kernel(c, w, cols), {"T": t, "C": c})
+    for vtype in ("uint4", "uint2", "unsigned"):
+        assert (f"const {vtype} cake_v" in src) == (load == vtype), vtype
+    assert "(unsigned)cake_gkey" in src and "< (unsigned)(M)" in src  # every row's index checked
+
+
+def test_the_lowering_compiles_for_h200_without_spills() -> None:
+    cand = pipeline.Candidate(pipeline.load_text(_kernel(32), "g.cake"), plugins.registry().get("targets", "h200"))
+    result = cand.compile(cand.spec({"T": "bf16", "C": 32}), cache=False)
+    assert result.kernels and not [name for name, k in result.kernels.items() if k.spills]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("c", "w", "cols", "t", "attrs"), [
+    (32, 32, ":", "bf16", ""), (8, 8, "4 : +8", "f32", ", oob=zero, value=2.5"), (6, 6, ":", "f32", ", value=-1"),
+])  # fmt: skip
+def test_the_gpu_gathers_what_the_interpreter_does(gpu_runner, compile_cake, c, w, cols, t, attrs) -> None:
+    text = _kernel(c, w, cols, attrs)
+    cand = pipeline.Candidate(pipeline.load_text(text, "g.cake"), plugins.registry().get("targets", "h200"))
+    m, n = 77, 1001
+    sizes = {"T": t, "M": m, "N": n, "C": c}
+    spec = cand.spec(sizes)
+    plan = build_plan(cand.build(spec), cand.compile(spec, cache=False).cubin, sizes)
+    inputs = _inputs(m, n, c, t, seed=5)
+    got = gpu_runner.run(plan, inputs)  # `o` is the plan's output: the runner poisons it before the run
+    assert got.ok, (got.status, got.error)
+    want = run_program(compile_cake(text), inputs, {"T": t}, policy="sequential")
+    assert want.ok, [str(f) for f in want.findings]
+    assert np.array_equal(got.outputs["o"], want.outputs["o"])
