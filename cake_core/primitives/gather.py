@@ -1,4 +1,6 @@
-"""Row gathers: the rows of a global tile that an index register tile selects, into a `rows` register tile.
+"""Row gathers: the rows of a global tile that an index register tile selects, loaded into a `rows`
+register tile (``gather``) or summed by runs of equal keys straight into a global tensor
+(``segment.gather_add``).
 
 ``gather dst <- src, index[, oob=zero|fill][, value=V]``: ``dst[r, :] = src[index[r], :]`` (``dst[r] =
 src[index[r]]`` for vectors), where ``src`` is a [M, C] (or [M]) slice of a global tensor whose first
@@ -24,6 +26,26 @@ grid), else one element at a time; a skipped row or element is read from the ten
 
 Cost: the bytes of the gathered rows, each rounded up to whole 32-byte sectors (what the memory system
 moves for a row read on its own: a 4-byte index gathered costs a sector).
+
+``segment.gather_add dst <- src, index, keys[, oob=skip]``: for every row r in order, ``dst[keys[r], :] +=
+src[index[r], :]``, the rows of a run of equal consecutive keys summed first in fp32 registers and added
+once. ``src`` is a [M, C] slice of a global tensor (bf16, f16 or f32), ``dst`` a [K, C] slice of a
+global f32 tensor, ``index`` and ``keys`` [R] integer `rows` tiles. An index outside ``[0, M)`` adds
+nothing (checked at run time, as ``gather``'s); a key outside ``dst``'s rows is skipped with
+``oob=skip`` and faults in the interpreter without it, as ``atomic.add``'s. Its result equals
+``gather`` then ``segment.add`` up to the order of fp32 additions. It is the centroid update's inner
+step once the points are sorted by cluster: x read once, in order, and one atomic per run.
+
+Lowering: each warp walks its rows of the tile in order (rows ``32 w + i`` of every ``threads`` block
+for warp ``w``), its lanes across the columns (``C / 32`` consecutive columns a lane, so C is 32, 64,
+128 or 256): a group of 8 rows is loaded first, each row's index and key taken from the lane that holds
+them by a shuffle, each lane's columns read with one 16-, 8- or 4-byte load where aligned (the warp
+reads a whole row at once); then the group is added into fp32 registers in order, and where the key
+changes the run so far is added to ``dst`` with ``red.global.add.v4/.v2.f32`` (sm_90 on, where aligned;
+scalar otherwise) by every lane. No shuffles between lanes for the sums, one vector reduction per lane
+and run. A run that spans the rows of two warps (or two role instances) is added once by each.
+Cost: the gathered rows' bytes, plus one run per warp added into ``dst`` (read and write): the fewest
+possible; the runs beyond depend on the keys, which the cost terms cannot see.
 """
 
 from __future__ import annotations
@@ -35,18 +57,22 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import (
-    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature, Slot,
-    TypedOp, masked, static_shape,
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive, Signature,
+    Slot, TypedOp, masked, static_shape,
 )  # fmt: skip
+from cake_core.ir.types import DType
 from cake_core.lower.cuda import fragment_words
 from cake_core.lower.tiles import vector_elems
 from cake_core.primitives._common import need_static, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout
 from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank
 from cake_core.primitives.load import _unpack, _vector_width
+from cake_core.primitives.reduce import _red_vector
 
 #: bytes the memory system moves for the smallest read
 SECTOR = 32
+#: rows a warp of `segment.gather_add` loads before it adds them
+GROUP = 8
 
 
 class Gather(Primitive):
@@ -170,4 +196,157 @@ class Gather(Primitive):
         return CostTerms(global_bytes=float(shape[0] * sectors * SECTOR))
 
 
-PRIMITIVES: tuple[type[Primitive], ...] = (Gather,)
+class SegmentGatherAdd(Primitive):
+    name = "segment.gather_add"
+    summary = "add the rows an index tile picks to the rows its keys select, each run of equal keys summed once"
+    doc = (
+        "`segment.gather_add dst <- src, index, keys, oob=skip`: for r in order, `dst[keys[r], :] += "
+        "src[index[r], :]`; the rows of a run of equal consecutive keys are summed in fp32 first and added once. "
+        "An index outside `src`'s M rows adds nothing (checked at run time); a key outside `dst`'s rows is "
+        "skipped with `oob=skip` and faults without it. `src` [M, C] bf16, f16 or f32 and `dst` [K, C] f32 are "
+        "slices of global tensors, `index` and `keys` [R] integer `rows` tiles. Its effect on `dst` is atomic, "
+        "as `atomic.add`'s. Lowered with a warp's lanes across the columns (C in 32, 64, 128, 256): no shuffles "
+        "for the sums, one vector reduction per lane and run."
+    )
+    signature = Signature(
+        outs=[Slot("dst", {Kind.GLOBAL}, Access.READWRITE, mask_attr="oob", atomic=True,
+                   doc="[K, C] f32 rows the keys select among")],
+        ins=[Slot("src", {Kind.GLOBAL}, Access.READ, doc="[M, C] rows the indices select among"),
+             Slot("index", {Kind.REGISTERS}, doc="[R] row indices into `src`, integers, `rows` layout"),
+             Slot("keys", {Kind.REGISTERS}, doc="[R] row indices into `dst`, best sorted, `rows` layout")],
+        attrs=[AttrSpec("oob", "word", choices=("skip", "none"),
+                        doc="rows whose key lies outside `dst` are skipped; without it such a key faults")],
+    )  # fmt: skip
+
+    def check(self, op: TypedOp, ctx: CheckContext) -> Iterable[Diagnostic]:
+        dst, src, index, keys = op.outs[0], *op.ins
+        yield from need_rank(op, dst, (2,), "a [rows, columns] destination")
+        yield from need_rank(op, src, (2,), "a [rows, columns] source")
+        yield from need_dtype(op, dst, frozenset({DType.F32}), "an f32 destination")
+        yield from need_dtype(op, src, frozenset({DType.BF16, DType.F16, DType.F32}), "a bf16, f16 or f32 source")
+        for o in (index, keys):
+            yield from need_static(op, o)
+            yield from need_rank(op, o, (1,), "[R] register vectors")
+            yield from need_layout(op, o, ("rows",), "`rows` register tiles")
+            yield from need_dtype(op, o, INTEGERS, "integer row indices")
+        si, sk = static_shape(index), static_shape(keys)
+        if si and sk and si != sk:
+            yield codes.TYPES.at(op.op.loc, f"`{index.name}` and `{keys.name}` must hold as many rows")
+        cols = [o.shape[1] for o in (dst, src) if len(o.shape) == 2]
+        if len(cols) == 2 and all(isinstance(c, int) for c in cols) and cols[0] != cols[1]:
+            yield codes.TYPES.at(
+                op.op.loc, f"`segment.gather_add` adds rows of {cols[1]} elements into rows of {cols[0]}",
+                label="row lengths differ",
+            )  # fmt: skip
+
+    def execute(self, op: TypedOp, x: ExecContext) -> None:
+        dst = x.read("dst")
+        shape = dst.shape
+        dst = dst.reshape(shape[0], -1).astype(np.float32)
+        src = x.read("src")
+        table = src.reshape(src.shape[0], -1).astype(np.float32)
+        idx = x.read("index").reshape(-1).astype(np.int64)
+        keys = x.read("keys").reshape(-1).astype(np.int64)
+        vals = np.zeros((idx.size, table.shape[1]), np.float32)
+        picked = (idx >= 0) & (idx < table.shape[0])
+        vals[picked] = table[idx[picked]]
+        inside = x.in_bounds("dst").reshape(shape[0], -1).any(axis=1)
+        valid = (keys >= 0) & (keys < shape[0])
+        valid[valid] = inside[keys[valid]]
+        if not valid.all() and not x.masked("dst"):
+            r = int(np.argmin(valid))
+            raise ExecFault(
+                f"row {r} of `{op.ins[2].name}` holds the key {int(keys[r])}, outside the {shape[0]} rows of "
+                f"`{op.outs[0].name}`; mask it with `oob=skip` if such rows are meant to be dropped"
+            )
+        if keys.size:
+            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+            sums = np.add.reduceat(vals, starts, axis=0)
+            np.add.at(dst, keys[starts][valid[starts]], sums[valid[starts]])
+        x.write("dst", dst.reshape(shape))
+
+    def lower(self, op: TypedOp, ctx) -> None:
+        dst, src, index, keys = op.outs[0], *op.ins
+        dview, sview = ctx.gview(dst), ctx.gview(src)
+        idx, kv = ctx.rview(index), ctx.rview(keys)
+        per_thread, _, rows = rows_layout(idx)
+        if rows_layout(kv)[0] != per_thread:
+            raise NotLowerable("the indices and keys must spread over the threads alike")
+        cols = sview.sizes[1] if len(sview.sizes) == 2 else None
+        if not isinstance(cols, int) or cols % 32 or cols // 32 not in (1, 2, 4, 8):
+            raise NotLowerable("a warp's lanes take the columns: rows of 32, 64, 128 or 256 elements")
+        per_lane = cols // 32
+        env = ctx.model.env
+        lw = _vector_width(src.dtype, DType.F32, vector_elems(src, sview, env, per_lane, 16))
+        rw = vector_elems(dst, dview, env, per_lane, 16) if ctx.target.sm >= 90 else 1
+        lane, guard = ctx.lane, masked(op)
+        acc, cur, vals, ks = ctx.fresh("acc"), ctx.fresh("cur"), ctx.fresh("rowv"), ctx.fresh("rowk")
+        col0 = f"{lane} * {per_lane}"
+        none = "(-2147483647 - 1)"  # the key of no row (one past the tile, or before the first run)
+        ctx.line("{")
+        ctx.line(f"  float {acc}[{per_lane}] = {{}};")
+        ctx.line(f"  int {cur} = {none};")
+        ctx.line(f"  float {vals}[{GROUP}][{per_lane}];")
+        ctx.line(f"  int {ks}[{GROUP}];")
+
+        def flush(indent: str) -> None:
+            # every lane adds its columns of the run that ends here
+            ok = [f"{cur} != {none}"] + ([f"(unsigned){cur} < (unsigned)({dview.sizes[0]})"] if guard else [])
+            for k in range(0, per_lane, rw):
+                local = [cur, f"{col0} + {k}"]
+                inside = dview.in_bounds(local) if guard else "true"
+                cond = " && ".join(ok + ([inside] if inside != "true" else []))
+                values = [f"{acc}[{k + e}]" for e in range(rw)]
+                if rw > 1:
+                    ctx.line(f"{indent}if ({cond}) {_red_vector(dview.addr(local), values)}")
+                else:
+                    ctx.line(f'{indent}if ({cond}) asm volatile("red.global.add.f32 [%0], %1;" :: '
+                             f'"l"({dview.addr(local)}), "f"({values[0]}) : "memory");')  # fmt: skip
+
+        for j in range(per_thread):
+            for g in range(0, 32, GROUP):
+                ctx.line(f"  {{  // rows {ctx.threads} * {j} + 32 * warp + {g} ..")
+                for i in range(GROUP):
+                    r, key, ok = ctx.fresh("r"), ctx.fresh("gi"), ctx.fresh("gok")
+                    row = f"{ctx.threads * j} + 32 * {ctx.iwarp} + {g + i}"
+                    ctx.line(f"    const int {r} = {row};")
+                    ctx.line(f"    const int {key} = __shfl_sync(0xffffffffu, (int)({idx.name}[{j}]), {g + i});")
+                    ctx.line(f"    {ks}[{i}] = __shfl_sync(0xffffffffu, (int)({kv.name}[{j}]), {g + i});")
+                    if rows % ctx.threads:
+                        ctx.line(f"    if ({r} >= {rows}) {ks}[{i}] = {none};")
+                    ctx.line(f"    const bool {ok} = {r} < {rows} && (unsigned){key} < (unsigned)({sview.sizes[0]});")
+                    for k in range(0, per_lane, lw):
+                        addr = sview.read_addr([key, f"{col0} + {k}"], ok)
+                        if lw == 1:
+                            got = [convert(f"*{addr}", src.dtype, DType.F32)]
+                        else:
+                            got = _unpack(ctx, addr, src.dtype, DType.F32, lw, "    ")
+                        for e, v in enumerate(got):
+                            ctx.line(f"    {vals}[{i}][{k + e}] = {ok} ? (float)({v}) : 0.0f;")
+                ctx.line("  }")
+                ii, cc = ctx.fresh("i"), ctx.fresh("c")
+                ctx.line("  #pragma unroll")
+                ctx.line(f"  for (int {ii} = 0; {ii} < {GROUP}; ++{ii}) {{")
+                ctx.line(f"    if ({ks}[{ii}] == {none}) continue;")
+                ctx.line(f"    if ({ks}[{ii}] != {cur}) {{")
+                flush("      ")
+                each = f"for (int {cc} = 0; {cc} < {per_lane}; ++{cc})"
+                ctx.line(f"      #pragma unroll\n      {each} {acc}[{cc}] = 0.0f;")
+                ctx.line(f"      {cur} = {ks}[{ii}];")
+                ctx.line("    }")
+                ctx.line(f"    #pragma unroll\n    {each} {acc}[{cc}] += {vals}[{ii}][{cc}];")
+                ctx.line("  }")
+        flush("  ")
+        ctx.line("}")
+
+    def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
+        dst, src, index = op.outs[0], op.ins[0], op.ins[1]
+        rows = static_shape(index)[0] if static_shape(index) else 0
+        cols = src.shape[1] if len(src.shape) == 2 and isinstance(src.shape[1], int) else 0
+        row_bytes = cols * (src.dtype.bytes if src.dtype else 4)
+        gathered = rows * -(-row_bytes // SECTOR) * SECTOR
+        runs = 2.0 * ctx.role_warps() * cols * 4  # one run per warp, read and written at the L2
+        return CostTerms(flops=float(rows * cols), global_bytes=float(gathered) + runs)
+
+
+PRIMITIVES: tuple[type[Primitive], ...] = (Gather, SegmentGatherAdd)

@@ -171,3 +171,115 @@ def test_the_gpu_gathers_what_the_interpreter_does(gpu_runner, compile_cake, c, 
     want = run_program(compile_cake(text), inputs, {"T": t}, policy="sequential")
     assert want.ok, [str(f) for f in want.findings]
     assert np.array_equal(got.outputs["o"], want.outputs["o"])
+
+
+#: sums of the rows of v picked by ix into the rows of d picked by kx; one warp an instance, R = 80 rows
+#: over its 32 threads (ragged), N ragged against the two instances' 160 rows
+SUMS = """
+program gsum(v: global T[M, C], ix: global i32[N], kx: global i32[N], d: global f32[K, C])
+  domain T in {bf16, f32}, M >= 1, N >= 1, K >= 1, C in {CC}
+  launch zero(d)
+  launch sums(v, ix, kx, d)
+
+kernel zero(d: global f32[K, C])
+  domain K >= 1, C in {CC}
+  const R = 64
+  grid (t) over (cdiv(K, R))
+  cta warps 2
+  role all warps 0..2:
+    reg z: f32[R, C] layout rows
+    fill z, value=0.0
+    store d[t * R : +R, :] <- z, oob=skip
+
+kernel sums(v: global T[M, C], ix: global i32[N], kx: global i32[N], d: global f32[K, C])
+  domain T in {bf16, f32}, M >= 1, N >= 1, K >= 1, C in {CC}
+  const R = 80
+  grid (t) over (cdiv(N, 2 * R))
+  cta warps 2
+  role w warps 0..2 per 1:
+    reg ir: i32[R] layout rows
+    reg kr: i32[R] layout rows
+    let row = t * 2 * R + self * R
+    load ir <- ix[row : +R], oob=fill, value=-1
+    load kr <- kx[row : +R], oob=fill, value=-1
+    segment.gather_add d[:, :] <- v[:, :], ir, kr OOB
+"""
+
+
+def _sums(c: int, oob: str = ", oob=skip") -> str:
+    return SUMS.replace("CC", str(c)).replace("OOB", oob)
+
+
+def _sum_inputs(m: int, n: int, k: int, c: int, t: str, seed: int) -> dict[str, np.ndarray]:
+    """Indices as `_inputs` gives them, keys sorted (runs of ~n/k rows) with a few outside [0, K)."""
+    inputs = _inputs(m, n, c, t, seed)
+    rng = np.random.default_rng(seed + 100)
+    keys = np.sort(rng.integers(0, k, n))
+    keys[rng.random(n) < 0.05] = rng.choice([-1, k, k + 9])
+    inputs["kx"] = keys.astype(np.int32)
+    return inputs
+
+
+def _sum_want(inputs: dict, t: str, k: int) -> np.ndarray:
+    v, ix, kx = decode(inputs["v"], t, np.float64), inputs["ix"], inputs["kx"]
+    ok = (ix >= 0) & (ix < v.shape[0]) & (kx >= 0) & (kx < k)
+    out = np.zeros((k, v.shape[1]))
+    np.add.at(out, kx[ok], v[ix[ok]])
+    return out
+
+
+@pytest.mark.parametrize(("t", "c"), [("f32", 32), ("bf16", 64)])
+def test_gathered_rows_are_summed_into_their_keys_rows(compile_cake, t: str, c: int) -> None:
+    m, n, k = 70, 333, 9
+    inputs = _sum_inputs(m, n, k, c, t, seed=6)
+    result = run_program(compile_cake(_sums(c)), inputs, {"T": t, "K": k}, policy="random", seed=1)
+    assert result.ok, [str(f) for f in result.findings]
+    assert np.allclose(result.outputs["d"], _sum_want(inputs, t, k), rtol=1e-5, atol=1e-4)
+
+
+def test_a_key_outside_faults_without_oob_skip(compile_cake) -> None:
+    inputs = _sum_inputs(20, 100, 5, 32, "f32", seed=7)
+    result = run_program(compile_cake(_sums(32, "")), inputs, {"T": "f32", "K": 5}, policy="sequential")
+    assert result.stopped and result.codes == ["CS001"] and "holds the key" in result.findings[0].message
+
+
+@pytest.mark.parametrize(("c", "t", "load", "red"), [
+    (128, "bf16", "uint2", "v4"), (256, "bf16", "uint4", "v4"), (64, "f32", "uint2", "v2"), (32, "bf16", None, None),
+])  # fmt: skip
+def test_a_warps_lanes_read_a_whole_row_and_add_each_run_once(c: int, t: str, load: str | None, red: str | None):
+    src = _source(_sums(c), {"T": t, "C": c})
+    body = src[src.index("cake_sums"):]
+    for vtype in ("uint4", "uint2", "unsigned"):
+        assert (f"const {vtype} cake_v" in body) == (load == vtype), vtype
+    assert (f"red.global.add.{red}.f32" in body) if red else ("red.global.add.f32 " in body)
+    assert "__shfl_up_sync" not in body  # no scan across lanes: each lane sums its own columns
+
+
+def test_rows_of_other_lengths_are_not_lowered() -> None:
+    cand = pipeline.Candidate(pipeline.load_text(_sums(48), "s.cake"), plugins.registry().get("targets", "h200"))
+    with pytest.raises(Exception, match="rows of 32, 64, 128 or 256 elements"):
+        cand.build(cand.spec({"T": "f32", "C": 48}))
+
+
+def test_segment_gather_add_compiles_for_h200_without_spills() -> None:
+    cand = pipeline.Candidate(pipeline.load_text(_sums(128), "s.cake"), plugins.registry().get("targets", "h200"))
+    result = cand.compile(cand.spec({"T": "bf16", "C": 128}), cache=False)
+    assert result.kernels and not [name for name, k in result.kernels.items() if k.spills]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("t", "c"), [("bf16", 128), ("f32", 64), ("bf16", 256)])
+def test_the_gpu_sums_what_the_interpreter_does(gpu_runner, compile_cake, t: str, c: int) -> None:
+    cand = pipeline.Candidate(pipeline.load_text(_sums(c), "s.cake"), plugins.registry().get("targets", "h200"))
+    m, n, k = 301, 2049, 37
+    sizes = {"T": t, "M": m, "N": n, "K": k, "C": c}
+    spec = cand.spec(sizes)
+    plan = build_plan(cand.build(spec), cand.compile(spec, cache=False).cubin, sizes)
+    inputs = _sum_inputs(m, n, k, c, t, seed=8)
+    got = gpu_runner.run(plan, inputs)  # `d` is the plan's output: poisoned by the runner, zeroed by `zero`
+    assert got.ok, (got.status, got.error)
+    want = run_program(compile_cake(_sums(c)), inputs, {"T": t, "K": k}, policy="sequential")
+    assert want.ok, [str(f) for f in want.findings]
+    # the runs' sums land in another order on the GPU: equal up to fp32 rounding
+    assert np.allclose(got.outputs["d"], want.outputs["d"], rtol=1e-5, atol=1e-4)
+    assert np.allclose(got.outputs["d"], _sum_want(inputs, t, k), rtol=1e-4, atol=1e-3)
