@@ -57,17 +57,17 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir.primitive import (
-    Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive, Signature,
-    Slot, TypedOp, masked, static_shape,
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, Kind, NotLowerable, Primitive, Signature, Slot,
+    TypedOp, masked, static_shape,
 )  # fmt: skip
 from cake_core.ir.types import DType
 from cake_core.lower.cuda import fragment_words
 from cake_core.lower.tiles import vector_elems
-from cake_core.primitives._common import need_static, shape_text
+from cake_core.primitives._common import need_static, same_kind, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout
 from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank
 from cake_core.primitives.load import _unpack, _vector_width
-from cake_core.primitives.reduce import _red_vector
+from cake_core.primitives.reduce import _red_vector, add_rows
 
 #: bytes the memory system moves for the smallest read
 SECTOR = 32
@@ -125,11 +125,7 @@ class Gather(Primitive):
                     op.op.loc, f"`gather` reads rows of {src.shape[1]} elements into rows of {sd[1]}",
                     label="row lengths differ",
                 )  # fmt: skip
-        if dst.dtype is not None and src.dtype is not None and dst.dtype.is_float != src.dtype.is_float:
-            yield codes.TYPES.at(
-                op.op.loc, f"`gather` converts between float types or between integer types, not `{src.dtype}` "
-                f"to `{dst.dtype}`",
-            )  # fmt: skip
+        yield from same_kind(op, dst, src)
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
         src = x.read("src")
@@ -240,30 +236,13 @@ class SegmentGatherAdd(Primitive):
             )  # fmt: skip
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
-        dst = x.read("dst")
-        shape = dst.shape
-        dst = dst.reshape(shape[0], -1).astype(np.float32)
         src = x.read("src")
-        table = src.reshape(src.shape[0], -1).astype(np.float32)
+        table = src.reshape(src.shape[0], -1)
         idx = x.read("index").reshape(-1).astype(np.int64)
-        keys = x.read("keys").reshape(-1).astype(np.int64)
         vals = np.zeros((idx.size, table.shape[1]), np.float32)
         picked = (idx >= 0) & (idx < table.shape[0])
         vals[picked] = table[idx[picked]]
-        inside = x.in_bounds("dst").reshape(shape[0], -1).any(axis=1)
-        valid = (keys >= 0) & (keys < shape[0])
-        valid[valid] = inside[keys[valid]]
-        if not valid.all() and not x.masked("dst"):
-            r = int(np.argmin(valid))
-            raise ExecFault(
-                f"row {r} of `{op.ins[2].name}` holds the key {int(keys[r])}, outside the {shape[0]} rows of "
-                f"`{op.outs[0].name}`; mask it with `oob=skip` if such rows are meant to be dropped"
-            )
-        if keys.size:
-            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-            sums = np.add.reduceat(vals, starts, axis=0)
-            np.add.at(dst, keys[starts][valid[starts]], sums[valid[starts]])
-        x.write("dst", dst.reshape(shape))
+        add_rows(op, x, vals, x.read("keys"), op.ins[2].name, segmented=True)
 
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src, index, keys = op.outs[0], *op.ins

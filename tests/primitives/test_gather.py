@@ -240,7 +240,7 @@ def test_gathered_rows_are_summed_into_their_keys_rows(compile_cake, t: str, c: 
 def test_a_key_outside_faults_without_oob_skip(compile_cake) -> None:
     inputs = _sum_inputs(20, 100, 5, 32, "f32", seed=7)
     result = run_program(compile_cake(_sums(32, "")), inputs, {"T": "f32", "K": 5}, policy="sequential")
-    assert result.stopped and result.codes == ["CS001"] and "holds the key" in result.findings[0].message
+    assert result.stopped and result.codes == ["CS001"] and "`kr` holds the index" in result.findings[0].message
 
 
 @pytest.mark.parametrize(("c", "t", "load", "red"), [
