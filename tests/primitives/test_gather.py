@@ -1,9 +1,11 @@
-"""`gather`: rows of a global tile picked by an index tile. Its CPU semantics (rows in bounds copied, an
-index outside the tile's rows skipped and read as `value`, a ragged tile of rows over the threads, vectors
-of integers), its type rules, the bounds rule on the tile it reads (a column span past the tensor flagged
-unless masked, nothing flagged for data-dependent indices), its lowering (16-byte loads where a row's run
-is aligned, one element at a time where not; compiled for h200 without spills), and on the GPU (marked
-``gpu``) the interpreter's answer bit for bit."""
+"""`gather` and `segment.gather_add`: rows of a global tile picked by an index tile, loaded or summed by
+runs of keys. Their CPU semantics (rows in bounds copied, an index outside the tile's rows skipped and
+read as `value`, a ragged tile of rows over the threads, vectors of integers; runs summed into their keys'
+rows, a key outside skipped or faulting), their type rules, the rules on the tile a gather reads (a column
+span past the tensor flagged unless masked, nothing flagged for data-dependent indices, a race with a
+writer of the tile reported by the interpreter), their lowerings (vector loads where a row's run is
+aligned, scalar ones where not; a warp's lanes across a row and vector reductions for the sums; compiled
+for h200 without spills), and on the GPU (marked ``gpu``) the interpreter's answers."""
 
 from __future__ import annotations
 
@@ -105,6 +107,32 @@ def test_the_bounds_rule_sees_the_tile_not_the_indices() -> None:
     assert [d.code for d in past] == ["CR108"] and "`v[:, 4 : +8]`" in past[0].message, [d.message for d in past]
     masked = list(verify_source(_kernel(8, 8, "4 : +8", ", oob=zero"), "g.cake", target).diagnostics)
     assert masked == [], [f"{d.code}: {d.message}" for d in masked]
+
+
+#: one role writes rows of w while another gathers from all of w, with no barrier between them
+RACE = """
+kernel race(v: global f32[M, C], ix: global i32[N], w: global f32[M, C], o: global f32[N, C])
+  domain M >= 1, N >= 1, C in {8}
+  const R = 64
+  grid (t) over (cdiv(N, R))
+  cta warps 4
+  role writer warps 0..2:
+    reg z: f32[R, C] layout rows
+    load z <- v[t * R : +R, :], oob=zero
+    store w[t * R : +R, :] <- z, oob=skip
+  role reader warps 2..4:
+    reg ir: i32[R] layout rows
+    reg vr: f32[R, C] layout rows
+    load ir <- ix[t * R : +R], oob=fill, value=-1
+    gather vr <- w[:, :], ir
+    store o[t * R : +R, :] <- vr, oob=skip
+"""
+
+
+def test_a_gather_unordered_after_a_write_of_its_tile_is_a_race(compile_cake) -> None:
+    inputs = _inputs(100, 130, 8, "f32", seed=9)
+    result = run_program(compile_cake(RACE), {**inputs, "ix": np.abs(inputs["ix"]) % 100}, {}, policy="random", seed=1)
+    assert "CS003" in result.codes and "by `gather` (role `reader`)" in result.findings[0].message, result.codes
 
 
 @pytest.mark.parametrize(("text", "message"), [
