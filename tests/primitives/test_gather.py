@@ -201,8 +201,8 @@ def test_the_gpu_gathers_what_the_interpreter_does(gpu_runner, compile_cake, c, 
     assert np.array_equal(got.outputs["o"], want.outputs["o"])
 
 
-#: sums of the rows of v picked by ix into the rows of d picked by kx; one warp an instance, R = 80 rows
-#: over its 32 threads (ragged), N ragged against the two instances' 160 rows
+#: sums of the rows of v picked by ix into the rows of d picked by kx; instances of PER warps, PER * 80 rows
+#: over their threads (ragged), N ragged against a CTA's 160 rows
 SUMS = """
 program gsum(v: global T[M, C], ix: global i32[N], kx: global i32[N], d: global f32[K, C])
   domain T in {bf16, f32}, M >= 1, N >= 1, K >= 1, C in {CC}
@@ -224,18 +224,19 @@ kernel sums(v: global T[M, C], ix: global i32[N], kx: global i32[N], d: global f
   const R = 80
   grid (t) over (cdiv(N, 2 * R))
   cta warps 2
-  role w warps 0..2 per 1:
-    reg ir: i32[R] layout rows
-    reg kr: i32[R] layout rows
-    let row = t * 2 * R + self * R
-    load ir <- ix[row : +R], oob=fill, value=-1
-    load kr <- kx[row : +R], oob=fill, value=-1
+  role w warps 0..2 per PER:
+    reg ir: i32[PER * R] layout rows
+    reg kr: i32[PER * R] layout rows
+    let row = t * 2 * R + self * R * PER
+    load ir <- ix[row : +PER * R], oob=fill, value=-1
+    load kr <- kx[row : +PER * R], oob=fill, value=-1
     segment.gather_add d[:, :] <- v[:, :], ir, kr OOB
 """
 
 
-def _sums(c: int, oob: str = ", oob=skip") -> str:
-    return SUMS.replace("CC", str(c)).replace("OOB", oob)
+def _sums(c: int, oob: str = ", oob=skip", per: int = 1) -> str:
+    """Instances of ``per`` warps (160 rows over 64 threads when 2: rows ``64 j + 32 w + i``)."""
+    return SUMS.replace("CC", str(c)).replace("OOB", oob).replace("PER", str(per))
 
 
 def _sum_inputs(m: int, n: int, k: int, c: int, t: str, seed: int) -> dict[str, np.ndarray]:
@@ -256,11 +257,11 @@ def _sum_want(inputs: dict, t: str, k: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize(("t", "c"), [("f32", 32), ("bf16", 64)])
-def test_gathered_rows_are_summed_into_their_keys_rows(compile_cake, t: str, c: int) -> None:
+@pytest.mark.parametrize(("t", "c", "per"), [("f32", 32, 1), ("bf16", 64, 2)])
+def test_gathered_rows_are_summed_into_their_keys_rows(compile_cake, t: str, c: int, per: int) -> None:
     m, n, k = 70, 333, 9
     inputs = _sum_inputs(m, n, k, c, t, seed=6)
-    result = run_program(compile_cake(_sums(c)), inputs, {"T": t, "K": k}, policy="random", seed=1)
+    result = run_program(compile_cake(_sums(c, per=per)), inputs, {"T": t, "K": k}, policy="random", seed=1)
     assert result.ok, [str(f) for f in result.findings]
     assert np.allclose(result.outputs["d"], _sum_want(inputs, t, k), rtol=1e-5, atol=1e-4)
 
@@ -296,9 +297,10 @@ def test_segment_gather_add_compiles_for_h200_without_spills() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("t", "c"), [("bf16", 128), ("f32", 64), ("bf16", 256)])
-def test_the_gpu_sums_what_the_interpreter_does(gpu_runner, compile_cake, t: str, c: int) -> None:
-    cand = pipeline.Candidate(pipeline.load_text(_sums(c), "s.cake"), plugins.registry().get("targets", "h200"))
+@pytest.mark.parametrize(("t", "c", "per"), [("bf16", 128, 1), ("f32", 64, 2), ("bf16", 256, 1), ("f32", 32, 2)])
+def test_the_gpu_sums_what_the_interpreter_does(gpu_runner, compile_cake, t: str, c: int, per: int) -> None:
+    text = _sums(c, per=per)
+    cand = pipeline.Candidate(pipeline.load_text(text, "s.cake"), plugins.registry().get("targets", "h200"))
     m, n, k = 301, 2049, 37
     sizes = {"T": t, "M": m, "N": n, "K": k, "C": c}
     spec = cand.spec(sizes)
@@ -306,7 +308,7 @@ def test_the_gpu_sums_what_the_interpreter_does(gpu_runner, compile_cake, t: str
     inputs = _sum_inputs(m, n, k, c, t, seed=8)
     got = gpu_runner.run(plan, inputs)  # `d` is the plan's output: poisoned by the runner, zeroed by `zero`
     assert got.ok, (got.status, got.error)
-    want = run_program(compile_cake(_sums(c)), inputs, {"T": t, "K": k}, policy="sequential")
+    want = run_program(compile_cake(text), inputs, {"T": t, "K": k}, policy="sequential")
     assert want.ok, [str(f) for f in want.findings]
     # the runs' sums land in another order on the GPU: equal up to fp32 rounding
     assert np.allclose(got.outputs["d"], want.outputs["d"], rtol=1e-5, atol=1e-4)
