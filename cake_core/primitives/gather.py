@@ -18,8 +18,8 @@ as for `load`: elements of the tile outside its tensor (a column span past the t
 (``oob=zero``) or ``value`` (``oob=fill``); without it the bounds rule asks for the tile to lie inside.
 
 Lowering: each thread reads the rows it holds of ``dst``. Its row's index is checked once
-(``(unsigned)index < M``); the row's columns are read with 16-byte vector loads where they are
-contiguous and aligned in ``src`` (decided at compile time by :func:`~cake_core.lower.tiles.vector_elems`,
+(``(unsigned)index < M``); the row's columns are read with vector loads of up to 16 bytes where they
+are contiguous and aligned in ``src`` (decided at compile time by :func:`~cake_core.lower.tiles.vector_elems`,
 as `load` decides for a `rows` tile: the tensor's rows a multiple of the vector, the column start on the
 grid), else one element at a time; a skipped row or element is read from the tensor's first element
 (a load that never faults) and replaced by ``value``, without a branch.
@@ -166,22 +166,24 @@ class Gather(Primitive):
             local = [key, e.col] if len(sizes) == 2 else [key]
             inside = view.in_bounds(local) if masked(op) else "true"
             ok = row_ok if inside == "true" else f"{row_ok} && {inside}"
-            if inside == "true" or fill_oob == fill:
-                pick = f"{ok} ? ({ctype})(%s) : ({ctype})({fill})"
-            else:  # a skipped row reads `value`; an element outside the tensor 0
-                pick = f"{row_ok} ? ({inside} ? ({ctype})(%s) : ({ctype})({fill_oob})) : ({ctype})({fill})"
+            def pick(v: str) -> str:
+                if inside == "true" or fill_oob == fill:
+                    return f"{ok} ? ({ctype})({v}) : ({ctype})({fill})"
+                # a skipped row reads `value`; an element outside the tensor 0
+                return f"{row_ok} ? ({inside} ? ({ctype})({v}) : ({ctype})({fill_oob})) : ({ctype})({fill})"
+
             addr = view.read_addr(local, ok)
             guard = [e.exists] if e.exists else []
             if width == 1:
                 cond = f"if ({' && '.join(guard)}) " if guard else ""
-                ctx.line(f"    {cond}{reg.name}[{e.slot}] = {pick % convert(f'*{addr}', src.dtype, dst.dtype)};")
+                ctx.line(f"    {cond}{reg.name}[{e.slot}] = {pick(convert(f'*{addr}', src.dtype, dst.dtype))};")
             else:
                 # the first of `width` aligned consecutive columns reads them all with one vector load (a
                 # masked group is in or out of the tensor as a whole: the tensor's rows are `width`-aligned)
                 ctx.line(f"    if ({' && '.join(guard + [f'({e.col}) % {width} == 0'])}) {{")
                 values = _unpack(ctx, addr, src.dtype, dst.dtype, width, "      ")
                 for k, v in enumerate(values):
-                    ctx.line(f"      {reg.name}[{e.slot} + {k}] = {pick % v};")
+                    ctx.line(f"      {reg.name}[{e.slot} + {k}] = {pick(v)};")
                 ctx.line("    }")
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
@@ -284,6 +286,8 @@ class SegmentGatherAdd(Primitive):
 
         for j in range(per_thread):
             for g in range(0, 32, GROUP):
+                if ctx.threads * j + g >= rows:
+                    break  # these rows are past the tile in every warp
                 ctx.line(f"  {{  // rows {ctx.threads} * {j} + 32 * warp + {g} ..")
                 for i in range(GROUP):
                     r, key, ok = ctx.fresh("r"), ctx.fresh("gi"), ctx.fresh("gok")
