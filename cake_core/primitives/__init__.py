@@ -8,11 +8,11 @@ from collections.abc import Callable
 from cake_core.hookspecs import hookimpl
 from cake_core.ir.layouts import CORE_LAYOUTS, TileLayout
 from cake_core.ir.primitive import CORE_TIERS, Primitive, Tier
-from cake_core.primitives import cluster, compute, hopper, load, memory, pipes, reduce, sync, topk
+from cake_core.primitives import cluster, compute, gather, hopper, load, memory, pipes, reduce, sync, topk
 
 CORE_PRIMITIVES: tuple[type[Primitive], ...] = (
     memory.PRIMITIVES + compute.PRIMITIVES + sync.PRIMITIVES + hopper.PRIMITIVES + pipes.PRIMITIVES
-    + load.PRIMITIVES + reduce.PRIMITIVES + topk.PRIMITIVES + cluster.PRIMITIVES
+    + load.PRIMITIVES + gather.PRIMITIVES + reduce.PRIMITIVES + topk.PRIMITIVES + cluster.PRIMITIVES
 )
 
 

@@ -38,6 +38,15 @@ def same_dtype(op: TypedOp, a: Operand, b: Operand) -> Iterator[Diagnostic]:
         )  # fmt: skip
 
 
+def same_kind(op: TypedOp, dst: Operand, src: Operand) -> Iterator[Diagnostic]:
+    """A copy that converts (``load``, ``gather``) converts between float types or between integer types."""
+    if dst.dtype is not None and src.dtype is not None and dst.dtype.is_float != src.dtype.is_float:
+        yield codes.TYPES.at(
+            op.op.loc, f"`{op.op.name}` converts between float types or between integer types, not `{src.dtype}` "
+            f"to `{dst.dtype}`",
+        )  # fmt: skip
+
+
 def mma_operands(op: TypedOp, acc: Operand, a: Operand, b: Operand) -> Iterator[Diagnostic]:
     """The type rule of a tensor-core MMA ``acc (+)= a @ b^T`` from shared memory: ``b`` written
     transposed (stored [N, K]), ``a`` and ``b`` bf16 or f16 alike, an f32 accumulator, and shapes

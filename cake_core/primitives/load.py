@@ -31,7 +31,7 @@ from cake_core.ir.primitive import (
 from cake_core.ir.types import DType
 from cake_core.lower.cuda import fragment_words, storage
 from cake_core.lower.tiles import GlobalView, SharedView, vector_elems
-from cake_core.primitives._common import need_static, same_numel
+from cake_core.primitives._common import need_static, same_kind, same_numel
 from cake_core.primitives._lower import convert, rows_elements, static_sizes, unravel
 from cake_core.primitives._vocab import need_layout
 
@@ -64,11 +64,7 @@ class Load(Primitive):
             op, dst, ("rows", "wgmma_acc", "wgmma_rows"),
             "a `rows` register tile, or a wgmma accumulator's layout (mma fragments are loaded with `ldmatrix`)",
         )  # fmt: skip
-        if dst.dtype is not None and src.dtype is not None and dst.dtype.is_float != src.dtype.is_float:
-            yield codes.TYPES.at(
-                op.op.loc, f"`load` converts between float types or between integer types, not `{src.dtype}` "
-                f"to `{dst.dtype}`",
-            )  # fmt: skip
+        yield from same_kind(op, dst, src)
         oob = op.attr("oob")
         fill = oob is not None and getattr(oob, "id", None) == "fill"
         if op.attr("value") is not None and not fill:

@@ -84,6 +84,38 @@ _OOB_SKIP = AttrSpec(
 )  # fmt: skip
 
 
+def add_rows(op: TypedOp, x: ExecContext, src: np.ndarray, keys: np.ndarray, key_name: str | None,
+             segmented: bool) -> None:  # fmt: skip
+    """CPU semantics of the scatter adds: row ``r`` of ``src`` ([R, C] values) added to row ``keys[r]`` of the
+    operand ``dst``, in order, rounded to its type; with ``segmented`` each run of equal consecutive keys
+    summed first and added once. A key outside ``dst`` is skipped where ``dst`` is masked and raises
+    :class:`ExecFault` (naming the tile ``key_name``) where it is not."""
+    dst = x.read("dst")
+    dst_shape = dst.shape
+    rows = dst_shape[0]
+    dst = dst.reshape(rows, -1)
+    src = src.astype(dst.dtype)
+    keys = keys.reshape(-1).astype(np.int64)
+    inside = x.in_bounds("dst").reshape(rows, -1).any(axis=1)
+    valid = (keys >= 0) & (keys < rows)
+    valid[valid] = inside[keys[valid]]
+    if not valid.all() and not x.masked("dst"):
+        r = int(np.argmin(valid))
+        raise ExecFault(
+            f"row {r} of `{key_name}` holds the index {int(keys[r])}, outside the {rows} rows of "
+            f"`{op.operand('dst').name}`; mask the scatter with `oob=skip` if such rows are meant to be dropped"
+        )
+    if segmented:
+        # runs of equal consecutive keys; each run is summed first, then added once
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
+        sums = np.add.reduceat(src, starts, axis=0) if keys.size else src[:0]
+        run_keys, run_valid = keys[starts], valid[starts]
+        np.add.at(dst, run_keys[run_valid], sums[run_valid])
+    else:
+        np.add.at(dst, keys[valid], src[valid])
+    x.write("dst", dst.reshape(dst_shape))
+
+
 class _ScatterAdd(Primitive):
     """``dst[index[r], ...] += src[r, ...]`` for every row ``r``; subclasses decide how rows combine."""
 
@@ -122,32 +154,8 @@ class _ScatterAdd(Primitive):
             )
 
     def execute(self, op: TypedOp, x: ExecContext) -> None:
-        dst_o = op.outs[0]
-        dst = x.read("dst")
-        dst_shape = dst.shape
-        rows = dst_shape[0]
-        dst = dst.reshape(rows, -1)
         src = x.read("src")
-        src = src.reshape(src.shape[0], -1).astype(dst.dtype)
-        keys = x.read(self.index_slot).reshape(-1).astype(np.int64)
-        inside = x.in_bounds("dst").reshape(rows, -1).any(axis=1)
-        valid = (keys >= 0) & (keys < rows)
-        valid[valid] = inside[keys[valid]]
-        if not valid.all() and not x.masked("dst"):
-            r = int(np.argmin(valid))
-            raise ExecFault(
-                f"row {r} of `{op.ins[1].name}` holds the index {int(keys[r])}, outside the {rows} rows of "
-                f"`{dst_o.name}`; mask the scatter with `oob=skip` if such rows are meant to be dropped"
-            )
-        if self.segmented:
-            # runs of equal consecutive keys; each run is summed first, then added once
-            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
-            sums = np.add.reduceat(src, starts, axis=0) if keys.size else src[:0]
-            run_keys, run_valid = keys[starts], valid[starts]
-            np.add.at(dst, run_keys[run_valid], sums[run_valid])
-        else:
-            np.add.at(dst, keys[valid], src[valid])
-        x.write("dst", dst.reshape(dst_shape))
+        add_rows(op, x, src.reshape(src.shape[0], -1), x.read(self.index_slot), op.ins[1].name, self.segmented)
 
     def lower(self, op: TypedOp, ctx) -> None:
         dst, src, index = op.outs[0], op.ins[0], op.ins[1]

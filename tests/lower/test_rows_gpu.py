@@ -1,11 +1,11 @@
 """The schedules of the `rows` vocabulary on the GPU, through stage 3 as `cake bench` runs them
 (:func:`~cake_core.loop.benchmark.bench_candidate`: fresh random inputs, outputs poisoned before each run,
-two runs, timing, the problem's full oracle before and after): kmeans-update's ``atomic.cake`` and
-``vector.cake`` and knn's ``naive.cake`` and ``fused_topk.cake``, at small ragged shapes in bf16 and f16;
-and the tiny kernels of test_rows.py / test_rows_topk.py / test_vector_access.py (vector reductions and
-loads, wgmma layouts), whose GPU outputs must equal the interpreter's (bit for bit where the order of
-additions is fixed: ties included). Marked ``gpu``: skipped cleanly without an NVIDIA driver; the code is
-compiled for h200 (run them on an H100/H200).
+two runs, timing, the problem's full oracle before and after): kmeans-update's ``atomic.cake``,
+``vector.cake`` and ``gather.cake`` and knn's ``naive.cake`` and ``fused_topk.cake``, at small ragged
+shapes in bf16 and f16; and the tiny kernels of test_rows.py / test_rows_topk.py / test_vector_access.py
+(vector reductions and loads, wgmma layouts), whose GPU outputs must equal the interpreter's (bit for
+bit where the order of additions is fixed: ties included). Marked ``gpu``: skipped cleanly without an
+NVIDIA driver; the code is compiled for h200 (run them on an H100/H200).
 With ``CAKE_RESULTS_DIR`` set every stage-3 measurement is also written there.
 """
 
@@ -37,6 +37,8 @@ CASES = [
     ("kmeans-update", "kmeans_update/schedules/vector.cake",
      [{"B": 2, "N": 1001, "K": 37, "D": 64}, {"B": 1, "N": 333, "K": 130, "D": 128},
       {"B": 3, "N": 517, "K": 5, "D": 256}]),
+    ("kmeans-update", "kmeans_update/schedules/gather.cake",
+     [{"B": 2, "N": 1001, "K": 37, "D": 64}, {"B": 3, "N": 517, "K": 130, "D": 128}]),
     ("knn", "knn/schedules/naive.cake",
      [{"B": 2, "M": 129, "N": 1003, "D": 64, "K": 10}, {"B": 1, "M": 77, "N": 300, "D": 256, "K": 1}]),
     ("knn", "knn/schedules/fused_topk.cake",

@@ -24,10 +24,10 @@ RULE = {"grid-floor": "CR129", "dropped-self-offset": "CR130"}
 #: `ones` of its hopper.cake's `mark`: what a later launch reads of them is not tracked), scatter with atomics
 #: (kmeans-update's `accumulate`, `histogram`, `scatter`, `segments`) or read back what they write (kmeans-iter's `assign_scatter` reads its `assign`);
 #: `FILE:kernel` names one schedule's kernel (knn's hopper_split.cake and hopper_split_big.cake write partial lists a
-#: merge launch reads)
+#: merge launch reads; kmeans-update's gather.cake's `runs` fills the buffer `first` its scatter reads)
 OUT_OF_REACH = {"centroid_norms", "point_norms", "accumulate", "zero_sorted", "histogram", "scatter", "segments",
                 "zero", "prepare", "assign_scatter", "hopper_split.cake:topk", "hopper.cake:mark",
-                "hopper_split_big.cake:topk"}
+                "hopper_split_big.cake:topk", "gather.cake:runs"}
 
 
 
