@@ -44,11 +44,11 @@ BEST: dict[str, dict[str, Best]] = {
     "kmeans-assign": {"h200": Best("kmeans_assign/schedules/hopper.cake", "2026-12-02-h200-cluster.json",
                                    "1.089-1.094 ms against hopper_cluster's 1.114-1.118 at B=32 N=65536 K=1024 "
                                    "D=128 bf16")},
-    "knn": {"h200": Best("knn/schedules/hopper_split.cake", "2026-12-02-h200-knn-2.json",
-                         "12.8 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 (torch fp32: 92.5 ms in the same runs); "
-                         "K up to 16 (hopper_split_big.cake takes K in {64, 100, 128})")},
-    "knn-ip": {"h200": Best("knn/ip/schedules/hopper_split.cake", "2026-12-02-h200-knn-2.json",
-                            "12.8-12.9 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 (torch fp32: 77.2 ms in the same "
+    "knn": {"h200": Best("knn/schedules/hopper_split.cake", "2026-12-02-h200-knn-4.json",
+                         "3.22-3.24 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 (torch fp32: 92.5 ms in the same "
+                         "runs); K up to 16 (hopper_split_big.cake takes K in {64, 100, 128})")},
+    "knn-ip": {"h200": Best("knn/ip/schedules/hopper_split.cake", "2026-12-02-h200-knn-4.json",
+                            "3.15 ms at B=1 M=4096 N=1048576 D=128 K=10 f16 (torch fp32: 77.1 ms in the same "
                             "runs)")},
     "kmeans-update": {"h200": Best("kmeans_update/schedules/vector.cake", "2026-12-02-h200-kmeans-update-2.json",
                                    "0.814-0.819 ms against staged's 1.684-1.693 at B=32 N=65536 K=1024 D=128 "
