@@ -26,7 +26,8 @@ the measurements are the benchmark records of ``bench/kmeans_update.py`` or ``be
 (``problem``, ``shape``, ``dtype``, ``impl``, ``median_ms``, ``correct`` per run), each ``cake:NAME``
 taken as the problem's ``schedules/NAME.cake`` at its lowest correct run; every (shape, dtype) cell is
 ranked on its own (a cell whose predictions all tie counts 0), and the average is over the cells that rank
-at least two schedules.
+at least two schedules; ``error_factor`` says how far off the times are (the geometric mean of the factor
+between predicted and measured, every case).
 
     python bench/cost_rank.py [--dry-run] [--reuse RECORD] [--reps 20] [--jobs N] [--budget-s 480]
                               [--out DIR] [--label L]
@@ -346,6 +347,8 @@ def rank_records(args: argparse.Namespace) -> int:
                       "dtype": dtype, **summary, "cases": rows})  # fmt: skip
     rhos = [c["spearman"] for c in cells if c.get("spearman") is not None]
     average = round(sum(rhos) / len(rhos), 4) if rhos else None
+    logs = [abs(np.log(x["pred_ms"] / x["measured_ms"])) for c in cells for x in c["cases"] if x["pred_ms"] > 0]
+    factor = round(float(np.exp(np.mean(logs))), 3) if logs else None
     record = {
         "benchmark": "cost-rank-records", "date": time.strftime("%Y-%m-%d", time.gmtime()), "label": args.label,
         "problem": problem.name, "gpu": sorted({str(r.get("gpu")) for r in runs}), "target": TARGET,
@@ -353,13 +356,15 @@ def rank_records(args: argparse.Namespace) -> int:
         "model": f"{model.name} {model.version}", "calibrated": model.calibrated,
         "ranked": "each cake:NAME of the records as schedules/NAME.cake, at its lowest correct run, per (shape, dtype)",
         "shapes": cells, "average": average, "cells_ranked": len(rhos),
+        "error_factor": factor,  # exp(mean |log(predicted / measured)|) over every case: how far off, not the order
     }  # fmt: skip
     write_record(args.out, f"{TARGET}-cost-rank-{problem.name}", record)
     for c in cells:
         order = " < ".join(f"{x['impl'][5:]} {x['pred_ms']:.3f}/{x['measured_ms']:.3f}"
                            for x in sorted(c["cases"], key=lambda x: x["measured_ms"]))  # fmt: skip
         print(f"{c['label']:32} spearman {c.get('spearman')}  (pred/measured ms) {order}")
-    print(f"\n{record['model']}: average spearman {average} over {len(rhos)} cells")
+    print(f"\n{record['model']}: average spearman {average} over {len(rhos)} cells; predictions off by {factor}x "
+          "(geometric mean)")  # fmt: skip
     return 0
 
 

@@ -123,6 +123,9 @@ def test_records_rank_the_committed_schedules_offline(cost_rank, tmp_path, monke
     assert record["problem"] == "kmeans-update" and record["dry_run"] and record["sources"] == ["runs.json"]
     assert [c["ranked"] for c in record["shapes"]] == [3, 2, 1]  # `gone` is no committed schedule
     assert record["cells_ranked"] == 2 and record["average"] == 1.0
+    cases = [x for c in record["shapes"] for x in c["cases"]]
+    factor = np.exp(np.mean([abs(np.log(x["pred_ms"] / x["measured_ms"])) for x in cases]))
+    assert len(cases) == 6 and record["error_factor"] == pytest.approx(factor, abs=1e-3) and factor > 1
     assert "average spearman 1.0 over 2 cells" in capsys.readouterr().out
 
 
