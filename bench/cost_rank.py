@@ -306,7 +306,18 @@ def measured_cells(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], d
 
 
 def rank_records(args: argparse.Namespace) -> int:
-    """``--records``: the installed model's estimates of a problem's schedules against recorded measurements."""
+    """``--records``: the installed model's estimates of a problem's schedules against recorded measurements;
+    a record it cannot use is one line on stderr and exit 2."""
+    from cake_core.errors import CakeUserError
+
+    try:
+        return _rank_records(args)
+    except (CakeUserError, KeyError, ValueError) as exc:
+        print(f"error: cannot rank the records: {exc}", file=sys.stderr)
+        return 2
+
+
+def _rank_records(args: argparse.Namespace) -> int:
     from cake_core import pipeline, plugins
     from cake_core.loop.benchmark import git_commit, program_values
 

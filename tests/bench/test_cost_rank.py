@@ -129,9 +129,16 @@ def test_records_rank_the_committed_schedules_offline(cost_rank, tmp_path, monke
     assert "average spearman 1.0 over 2 cells" in capsys.readouterr().out
 
 
-def test_records_of_no_one_problem_are_one_line(cost_rank, tmp_path, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize(("runs", "said"), [
+    ([_run("cake:atomic", 0.3), {**_run("cake:hopper", 0.4), "problem": "kmeans-iter"}],
+     "error: the records must be benchmark runs of one problem"),
+    ([{**_run("cake:atomic", 0.3), "problem": "nope"}], "error: cannot rank the records: unknown problem `nope`"),
+    ([_run("cake:atomic", 0.3, B=1)], "error: cannot rank the records: kernel `zero` has no specialization"),
+])  # fmt: skip
+def test_records_it_cannot_use_are_one_line(cost_rank, tmp_path, monkeypatch, capsys, runs, said) -> None:
     src = tmp_path / "runs.json"
-    src.write_text(json.dumps([_run("cake:atomic", 0.3), {**_run("cake:hopper", 0.4), "problem": "kmeans-iter"}]))
+    src.write_text(json.dumps(runs))
     monkeypatch.setattr(sys, "argv", ["cost_rank.py", "--records", str(src), "--out", str(tmp_path)])
     assert cost_rank.main() == 2
-    assert capsys.readouterr().err.startswith("error: the records must be benchmark runs of one problem")
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1
