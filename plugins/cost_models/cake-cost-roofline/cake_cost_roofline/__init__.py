@@ -63,9 +63,9 @@ vector.cake       ``red.global.add.v2.f32``,     0.811 ms   1.71 TB/s       2^27
                   a quad's 8 columns, 32 B                                  114 / clock   28.4 / clock
 ================  =============================  =========  ==============  ============  ============
 
-Bytes added cannot tell the two apart (the same gigabyte: one rate ties them; they run 1.3x apart);
-instructions order them the wrong way round (2.9x apart); L2 requests order them right, 1.4x apart. So the
-model counts requests, at 34 per clock (67 G/s at 1.98 GHz): the rate at which the two predictions (1.21 and
+Bytes added cannot tell the two apart: one rate predicts the same time for both (they run 1.3x apart), the
+rates they imply 1.4x apart. Instructions order them the wrong way round (implied rates 2.9x apart); L2
+requests order them right (implied rates 1.4x apart). So the model counts requests, at 34 per clock (67 G/s at 1.98 GHz): the rate at which the two predictions (1.21 and
 0.71 ms) miss by the same factor, the geometric mean of predicted over measured being 1. The shared rate, 1.1
 per clock per SM, makes privatized.cake (2^28 f32 adds into shared memory, its flush 2^23 requests) 1.31 ms
 as measured. With these two constants the model orders every measured cell of kmeans-update (10 cells, 2 to
