@@ -21,8 +21,17 @@ goal (0.85). ``--dry-run`` does everything but the GPU part and times it. ``--re
 measurements of an earlier record and measures only what it lacks (each case says which run measured it);
 with ``--dry-run`` it ranks those measurements against the installed model's estimates, measuring nothing.
 
+``--records FILE...`` ranks another problem's committed schedules offline instead (no GPU, no compile):
+the measurements are the benchmark records of ``bench/kmeans_update.py`` or ``bench/kmeans_iter.py``
+(``problem``, ``shape``, ``dtype``, ``impl``, ``median_ms``, ``correct`` per run), each ``cake:NAME``
+taken as the problem's ``schedules/NAME.cake`` at its lowest correct run; every (shape, dtype) cell is
+ranked on its own (a cell whose predictions all tie counts 0), and the average is over the cells that rank
+at least two schedules; ``error_factor`` says how far off the times are (the geometric mean of the factor
+between predicted and measured, every case).
+
     python bench/cost_rank.py [--dry-run] [--reuse RECORD] [--reps 20] [--jobs N] [--budget-s 480]
                               [--out DIR] [--label L]
+    python bench/cost_rank.py --records RECORD... [--out DIR] [--label L]
 """
 
 from __future__ import annotations
@@ -172,7 +181,11 @@ def main() -> int:
     ap.add_argument("--reuse", type=Path, metavar="RECORD",
                     help="take the measurements of an earlier record (same kernels) and measure only the cases it "
                          "did not; with --dry-run, rank the earlier measurements against this model's estimates")
+    ap.add_argument("--records", type=Path, nargs="+", metavar="RECORD",
+                    help="rank the committed schedules of the problem these benchmark records measured, offline")
     args = ap.parse_args()
+    if args.records:
+        return rank_records(args)
     started = time.perf_counter()
     seconds: dict[str, float] = {}
 
@@ -275,6 +288,94 @@ def main() -> int:
     name = f"{TARGET}-cost-rank" + ("-dry-run" if args.dry_run and not args.reuse else "")
     write_record(args.out, name, record)
     print_table(record)
+    return 0
+
+
+def measured_cells(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, tuple[float, str]]]:
+    """Per (shape, dtype) cell, each Cake schedule's lowest correct ``median_ms`` over ``runs`` and the commit
+    that measured it (baselines, failed and unmeasured runs left out)."""
+    cells: dict[tuple[str, str], dict[str, tuple[float, str]]] = {}
+    for r in runs:
+        if not str(r.get("impl", "")).startswith("cake:") or not r.get("correct") or r.get("median_ms") is None:
+            continue
+        cell = cells.setdefault((json.dumps(r["shape"]), r["dtype"]), {})
+        name = r["impl"].split(":", 1)[1]
+        if name not in cell or r["median_ms"] < cell[name][0]:
+            cell[name] = (float(r["median_ms"]), str(r.get("commit")))
+    return cells
+
+
+def rank_records(args: argparse.Namespace) -> int:
+    """``--records``: the installed model's estimates of a problem's schedules against recorded measurements;
+    a record it cannot use is one line on stderr and exit 2."""
+    from cake_core.errors import CakeUserError
+
+    try:
+        return _rank_records(args)
+    except (CakeUserError, KeyError, ValueError) as exc:
+        print(f"error: cannot rank the records: {exc}", file=sys.stderr)
+        return 2
+
+
+def _rank_records(args: argparse.Namespace) -> int:
+    from cake_core import pipeline, plugins
+    from cake_core.loop.benchmark import git_commit, program_values
+
+    runs: list[dict[str, Any]] = []
+    for path in args.records:
+        try:
+            got = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"error: cannot read the record {path}: {exc}", file=sys.stderr)
+            return 2
+        runs += got if isinstance(got, list) else []
+    problems = {r.get("problem") for r in runs}
+    if len(problems) != 1 or None in problems:
+        print(f"error: the records must be benchmark runs of one problem, not {sorted(map(str, problems))}", file=sys.stderr)
+        return 2
+    reg = plugins.registry()
+    target, model = reg.get("targets", TARGET), reg.get("cost_models", args.model)
+    problem = reg.get("problems", problems.pop())
+    schedules = ROOT / "cake_core" / "problems" / problem.name.replace("-", "_") / "schedules"
+    checked: dict[str, Any] = {}
+    cells = []
+    for (shape_text, dtype), measured in measured_cells(runs).items():
+        shape = json.loads(shape_text)
+        rows = []
+        for name, (ms, commit) in sorted(measured.items()):
+            if not (schedules / f"{name}.cake").is_file():
+                continue  # a schedule since removed or renamed
+            if name not in checked:
+                checked[name] = pipeline.Candidate(pipeline.load(schedules / f"{name}.cake"), target).check()
+            est = model.estimate(checked[name], target, program_values(checked[name], problem, shape, dtype))
+            rows.append({"impl": f"cake:{name}", "group": "schedule", "pred_ms": round(est.ms, 5), "bound": est.bound,
+                         "measured_ms": round(ms, 5), "measured_at": commit, "status": "ok", "correct": True,
+                         "rank_pred": None, "rank_meas": None})  # fmt: skip
+        summary = rank_shape(rows)
+        if summary["spearman"] is not None and summary["spearman"] != summary["spearman"]:
+            summary["spearman"] = 0.0  # every prediction the same (NaN): the model tells the schedules apart not at all
+        cells.append({"label": f"{dtype} " + ",".join(f"{k}={v}" for k, v in shape.items()), "shape": shape,
+                      "dtype": dtype, **summary, "cases": rows})  # fmt: skip
+    rhos = [c["spearman"] for c in cells if c.get("spearman") is not None]
+    average = round(sum(rhos) / len(rhos), 4) if rhos else None
+    logs = [abs(np.log(x["pred_ms"] / x["measured_ms"])) for c in cells for x in c["cases"] if x["pred_ms"] > 0]
+    factor = round(float(np.exp(np.mean(logs))), 3) if logs else None
+    record = {
+        "benchmark": "cost-rank-records", "date": time.strftime("%Y-%m-%d", time.gmtime()), "label": args.label,
+        "problem": problem.name, "gpu": sorted({str(r.get("gpu")) for r in runs}), "target": TARGET,
+        "commit": git_commit(ROOT), "dry_run": True, "sources": [p.name for p in args.records],
+        "model": f"{model.name} {model.version}", "calibrated": model.calibrated,
+        "ranked": "each cake:NAME of the records as schedules/NAME.cake, at its lowest correct run, per (shape, dtype)",
+        "shapes": cells, "average": average, "cells_ranked": len(rhos),
+        "error_factor": factor,  # exp(mean |log(predicted / measured)|) over every case: how far off, not the order
+    }  # fmt: skip
+    write_record(args.out, f"{TARGET}-cost-rank-{problem.name}", record)
+    for c in cells:
+        order = " < ".join(f"{x['impl'][5:]} {x['pred_ms']:.3f}/{x['measured_ms']:.3f}"
+                           for x in sorted(c["cases"], key=lambda x: x["measured_ms"]))  # fmt: skip
+        print(f"{c['label']:32} spearman {c.get('spearman')}  (pred/measured ms) {order}")
+    print(f"\n{record['model']}: average spearman {average} over {len(rhos)} cells; predictions off by {factor}x "
+          "(geometric mean)")  # fmt: skip
     return 0
 
 

@@ -230,6 +230,11 @@ class CostTerms:
     global_bytes: float = 0.0
     shared_bytes: float = 0.0
     dtype: str | None = None  # tensor-core input dtype, for the right ceiling
+    # Reductions into global memory (``red.global`` / ``atom.global``) run in the L2's atomic units, as
+    # requests: one per 32-byte sector one warp instruction updates (a lane adding to a row of its own is
+    # a request per lane and vector; the four lanes of a quad adding 8 consecutive f32 share one).
+    global_atomics: float = 0.0  # those requests
+    shared_atomics: float = 0.0  # atomic operations on shared memory, one per element (no vector form)
 
 
 class TypedOp(Protocol):

@@ -329,7 +329,9 @@ class SegmentGatherAdd(Primitive):
         row_bytes = cols * (src.dtype.bytes if src.dtype else 4)
         gathered = rows * -(-row_bytes // SECTOR) * SECTOR
         runs = 2.0 * ctx.role_warps() * cols * 4  # one run per warp, read and written at the L2
-        return CostTerms(flops=float(rows * cols), global_bytes=float(gathered) + runs)
+        # the lanes of a warp add a run's consecutive columns: one L2 request per 32-byte sector
+        return CostTerms(flops=float(rows * cols), global_bytes=float(gathered) + runs,
+                         global_atomics=-(-runs / 2 // SECTOR))  # fmt: skip
 
 
 PRIMITIVES: tuple[type[Primitive], ...] = (Gather, SegmentGatherAdd)

@@ -60,6 +60,7 @@ import numpy as np
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
+from cake_core.ir import nodes as n
 from cake_core.ir.primitive import (
     Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive,
     Signature, Slot, TILES, TypedOp, numel, static_shape,
@@ -221,9 +222,34 @@ class _ScatterAdd(Primitive):
         elems = numel(static_shape(src) or (0,))
         traffic = 2.0 * elems * (dst.dtype.bytes if dst.dtype else 4)  # read and write at the L2 / in shared
         flops = float(elems) if dst.dtype is not None and dst.dtype.is_float else 0.0
-        if dst.kind is Kind.GLOBAL:
-            return CostTerms(flops=flops, global_bytes=traffic)
-        return CostTerms(flops=flops, shared_bytes=traffic)
+        if dst.kind is not Kind.GLOBAL:
+            return CostTerms(flops=flops, shared_bytes=traffic, shared_atomics=float(elems))
+        # L2 requests: a lane of a `rows` tile adds to a row of its own, one request per vector; the four
+        # lanes of a quad holding a `wgmma_acc` row's 8 consecutive columns share one (``width`` each), the
+        # runs of `segment.add` are not known statically (one per element, an upper bound)
+        width = 1 if self.segmented else _cost_width(op, ctx)
+        requests = elems / (4 * width) if layout_name(src) == "wgmma_acc" else elems / width
+        return CostTerms(flops=flops, global_bytes=traffic, global_atomics=float(requests))
+
+
+def _cost_width(op: TypedOp, ctx: CheckContext) -> int:
+    """The vector width :func:`_red_width` picks for ``op``'s scatter into global memory, seen from its
+    operands alone (what ``cost`` has): the same rule, :func:`~cake_core.lower.tiles.vector_elems`, on a
+    view of ``dst`` that knows its dimensions but not their C++ names."""
+    dst, src = op.outs[0], op.ins[0]
+    shape, layout = static_shape(src), layout_name(src)
+    target = ctx.target
+    if dst.dtype is not DType.F32 or target is None or target.sm < 90 or not shape or dst.decl is None:
+        return 1
+    run = (shape[1] if len(shape) == 2 else 1) if layout == "rows" else 2 if layout == "wgmma_acc" else 0
+    rank = len(dst.decl.shape)
+    index = list(dst.index) + [n.All()] * (rank - len(dst.index))
+    dims = tuple(d for d, item in enumerate(index) if not isinstance(item, n.At))
+    if not run or len(dims) != 2:
+        return 1
+    blank = ("",) * rank
+    view = GlobalView("", dst.dtype, blank, blank, blank, dims, (0,) * len(dims), (False,) * len(dims))
+    return vector_elems(dst, view, ctx.spec, run)
 
 
 
@@ -420,10 +446,11 @@ class AtomicFetchAdd(Primitive):
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst, src = op.outs[1], op.ins[0]
-        traffic = 2.0 * numel(static_shape(src) or (0,)) * (dst.dtype.bytes if dst.dtype else 4)
-        if dst.kind is Kind.GLOBAL:
-            return CostTerms(global_bytes=traffic)
-        return CostTerms(shared_bytes=traffic)
+        rows = float(numel(static_shape(src) or (0,)))
+        traffic = 2.0 * rows * (dst.dtype.bytes if dst.dtype else 4)
+        if dst.kind is Kind.GLOBAL:  # one `atom` per row, each lane at an address of its own
+            return CostTerms(global_bytes=traffic, global_atomics=rows)
+        return CostTerms(shared_bytes=traffic, shared_atomics=rows)
 
 
 class Iota(Primitive):

@@ -4,6 +4,7 @@ worst, the inputs it shares between kernels, and its summary table."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -89,3 +90,55 @@ def test_the_table_names_the_worst_cases_and_the_gate(cost_rank, capsys) -> None
     cost_rank.print_table(record)
     out = capsys.readouterr().out
     assert "spearman 0.8 over 4 ranked" in out and "worst ranked" in out and "gate met" in out
+
+
+# --------------------------------------------------------------------------------------------------- --records
+
+
+def _run(impl: str, ms: float | None, correct: bool = True, dtype: str = "bf16", **shape: int) -> dict:
+    return {"problem": "kmeans-update", "shape": shape or {"B": 1, "N": 4096, "K": 100, "D": 64}, "dtype": dtype,
+            "gpu": "NVIDIA H200", "impl": impl, "median_ms": ms, "correct": correct, "commit": "abc1234"}  # fmt: skip
+
+
+def test_measured_cells_keep_each_schedules_lowest_correct_run(cost_rank) -> None:
+    runs = [_run("cake:atomic", 0.30), _run("cake:atomic", 0.25), _run("cake:vector", 0.10, correct=False),
+            _run("cake:vector", None), _run("flash-kmeans", 0.05), _run("cake:vector", 0.20, dtype="f16")]  # fmt: skip
+    cells = cost_rank.measured_cells(runs)
+    assert {dt: sorted(c) for (_, dt), c in cells.items()} == {"bf16": ["atomic"], "f16": ["vector"]}
+    assert next(iter(cells.values()))["atomic"] == (0.25, "abc1234")
+
+
+def test_records_rank_the_committed_schedules_offline(cost_rank, tmp_path, monkeypatch, capsys) -> None:
+    """Two cells of kmeans-update measured in the H200's order (vector before atomic, as every record has it):
+    the installed model orders them the same way; a cell of one schedule is listed but not ranked."""
+    runs = [_run("cake:vector", 0.11), _run("cake:atomic", 0.12), _run("cake:sorted", 0.5),
+            _run("cake:vector", 0.13, B=8, N=16384, K=100, D=128), _run("cake:atomic", 0.14, B=8, N=16384, K=100, D=128),
+            _run("cake:atomic", 0.30, B=4, N=30011, K=4093, D=256), _run("cake:gone", 0.01)]  # fmt: skip
+    src = tmp_path / "runs.json"
+    src.write_text(json.dumps(runs))
+    monkeypatch.setattr(sys, "argv", ["cost_rank.py", "--records", str(src), "--out", str(tmp_path), "--label", "t"])
+    assert cost_rank.main() == 0
+    (path,) = tmp_path.glob("*-h200-cost-rank-kmeans-update-t.json")
+    record = json.loads(path.read_text())
+    assert record["problem"] == "kmeans-update" and record["dry_run"] and record["sources"] == ["runs.json"]
+    assert [c["ranked"] for c in record["shapes"]] == [3, 2, 1]  # `gone` is no committed schedule
+    assert record["cells_ranked"] == 2 and record["average"] == 1.0
+    cases = [x for c in record["shapes"] for x in c["cases"]]
+    factor = np.exp(np.mean([abs(np.log(x["pred_ms"] / x["measured_ms"])) for x in cases]))
+    assert len(cases) == 6 and record["error_factor"] == pytest.approx(factor, abs=1e-3) and factor > 1
+    assert "average spearman 1.0 over 2 cells" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("runs", "said"), [
+    ([_run("cake:atomic", 0.3), {**_run("cake:hopper", 0.4), "problem": "kmeans-iter"}],
+     "error: the records must be benchmark runs of one problem"),
+    ([{**_run("cake:atomic", 0.3), "problem": "nope"}], "error: cannot rank the records: unknown problem `nope`"),
+    ([_run("cake:atomic", 0.3, B=1)], "error: cannot rank the records: kernel `zero` has no specialization"),
+])  # fmt: skip
+def test_records_it_cannot_use_are_one_line(cost_rank, tmp_path, monkeypatch, capsys, runs, said) -> None:
+    src = tmp_path / "runs.json"
+    src.write_text(json.dumps(runs))
+    monkeypatch.setattr(sys, "argv", ["cost_rank.py", "--records", str(src), "--out", str(tmp_path)])
+    assert cost_rank.main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1

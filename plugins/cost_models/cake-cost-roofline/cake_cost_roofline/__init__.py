@@ -2,7 +2,7 @@
 
 For each launch of a checked program at concrete sizes, the work of the busiest CTA is counted
 (:func:`cake_core.cost.counts.executions`: how often each operation runs) and multiplied by each
-operation's declared cost terms (``Primitive.cost``: flops, tensor-core flops, global and shared bytes).
+operation's declared cost terms (``Primitive.cost``: flops, tensor-core flops, global and shared bytes, atomics).
 Each kind of work is then timed at the rate the target record gives for it:
 
 ==============  ===================================================================================
@@ -31,15 +31,48 @@ stall           global reads an operation waits for (not ``cp.async`` or TMA, wh
                 kernel are not counted: other CTAs and the copies in flight hide them, and counting them
                 (even divided by the resident CTAs) ranked the measured Ampere sweep worse (Spearman 0.87
                 -> 0.80, bench/results/2026-12-02-h200-cost-rank-stall.json)
+atomics         reductions into global memory (``red.global``, ``atom.global``) as the L2's atomic units take
+                them, one request per 32-byte sector a warp instruction updates (``CostTerms.global_atomics``),
+                at :data:`ATOMIC_REQUESTS_PER_CLOCK` for the whole GPU; and atomic operations on shared memory,
+                one per element, at :data:`SHARED_ATOMICS_PER_CLOCK_PER_SM`. Added to the throughput term,
+                not hidden under it: the warps that issue them do nothing else meanwhile (measured:
+                kmeans-iter's hopper.cake, 1.74 ms, is kmeans-assign's hopper.cake, 1.09 ms, plus 0.65 ms; the
+                same scatter in the same layout makes kmeans-update's vector.cake 0.64 ms slower than its
+                estimate without atomics)
 latency         one memory round trip (~1 us) per CTA wave: a pipeline's first stage
 launch          3 us per kernel launch
 ==============  ===================================================================================
 
-A launch takes ``launch + latency + sync + stall + max(dram, l2, shared, tensor, fp32, issue) / efficiency``,
-where the efficiency is the wave quantization (CTAs over the resident slots, occupancy from the target's
-limits). The largest term names the **bound**. One figure is taken from a measurement, the round trip of a
-waited-for global read (:data:`GLOBAL_READ_CLOCKS`); nothing is fitted per run: every estimate says
-``calibrated: false``, and ``update`` learns nothing.
+A launch takes ``launch + latency + sync + stall + (max(dram, l2, shared, tensor, fp32, issue) + atomics) /
+efficiency``, where the efficiency is the wave quantization (CTAs over the resident slots, occupancy from the
+target's limits). The largest term names the **bound**. Three figures are taken from measurements on the
+H200, the round trip of a waited-for global read (:data:`GLOBAL_READ_CLOCKS`) and the two atomic rates below;
+nothing is fitted per run: every estimate says ``calibrated: false``, and ``update`` learns nothing.
+
+The atomic rates, from kmeans-update at B=32, N=65536, K=1024, D=128 bf16
+(``bench/results/2026-12-02-h200-kmeans-update-3.json`` and ``-4.json``; lowest run). Both scatters add 2^28
+f32 (1 GiB), and the model without atomics predicts 0.167 ms for each. What each measurement implies for a
+rate, with the rest of the estimate as it stands:
+
+================  =============================  =========  ==============  ============  ============
+schedule          scatter on sm_90               measured   bytes added     instructions  L2 requests
+================  =============================  =========  ==============  ============  ============
+atomic.cake       ``red.global.add.v4.f32``,     1.057 ms   1.23 TB/s       2^26:         2^26:
+                  each lane its own row                                     39.8 / clock  39.8 / clock
+vector.cake       ``red.global.add.v2.f32``,     0.811 ms   1.71 TB/s       2^27:         2^25:
+                  a quad's 8 columns, 32 B                                  114 / clock   28.4 / clock
+================  =============================  =========  ==============  ============  ============
+
+Bytes added cannot tell the two apart: one rate predicts the same time for both (they run 1.3x apart), the
+rates they imply 1.4x apart. Instructions order them the wrong way round (implied rates 2.9x apart); L2
+requests order them right (implied rates 1.4x apart). So the model counts requests, at 34 per clock (67 G/s at 1.98 GHz): the rate at which the two predictions (1.21 and
+0.71 ms) miss by the same factor, the geometric mean of predicted over measured being 1. The shared rate, 1.1
+per clock per SM, makes privatized.cake (2^28 f32 adds into shared memory, its flush 2^23 requests) 1.31 ms
+as measured. With these two constants the model orders every measured cell of kmeans-update (10 cells, 2 to
+6 schedules each) and kmeans-iter (12 cells, hopper < fused) as measured; 0.3.0 averaged Spearman 0.685 and
+-0.167 (``bench/results/2026-12-02-h200-cost-rank-kmeans-*-roofline-*.json``, ``bench/cost_rank.py
+--records``). Counting both bytes (1.71 TB/s) and requests (39.8 per clock), the larger of the two per launch,
+fits the reference cell exactly but ordered one kmeans-iter cell in twelve wrongly (average 0.833): not kept.
 """
 
 from __future__ import annotations
@@ -62,7 +95,7 @@ from cake_core.ir.program import kernel_spec
 from cake_core.ir.sema import CheckCtx
 from cake_core.target import Target
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 #: clocks and per-clock rates the model assumes where the target record has no figure
 L2_BYTES_PER_CLOCK_PER_SM = 64
@@ -76,6 +109,10 @@ MEMORY_LATENCY_MS = 1e-3
 #: (bench/results/2026-12-01-h200-chain-waypoints/ablation.json: ``h_nocsq`` 1.285 ms against 1.087 ms)
 GLOBAL_READ_CLOCKS = 780
 LAUNCH_MS = 3e-3
+#: requests the L2's atomic units take per clock, whole GPU, and atomic operations on shared memory per clock
+#: per SM (an f32 add there is a compare-and-swap loop on sm_90): measured, the module docstring's ``atomics``
+ATOMIC_REQUESTS_PER_CLOCK = 34
+SHARED_ATOMICS_PER_CLOCK_PER_SM = 1.1
 #: the tensor-core rate keys of a target record, by Cake element type
 _TENSOR_KEY = {"bf16": "bf16", "f16": "fp16", "f32": "tf32", "fp8": "fp8"}
 _MEASURED_TENSOR = {"bf16": "bf16_tflops", "f16": "fp16_tflops"}
@@ -156,15 +193,21 @@ class Roofline:
         }
         throughput = max(terms.values())
         bound = max(terms, key=terms.__getitem__)
+        # the atomic units' time adds to the rest: the warps that issue the reductions do nothing else meanwhile
+        clocks = work["atomic_requests"] / ATOMIC_REQUESTS_PER_CLOCK + work["shared_atomics"] / (sms * SHARED_ATOMICS_PER_CLOCK_PER_SM)
+        terms["atomics"] = clocks * ctas / clock_hz * 1e3
+        if terms["atomics"] > throughput:
+            bound = "atomics"
+        busy = throughput + terms["atomics"]
         terms["sync"] = work["waits"] * SYNC_CLOCKS / clock_hz * 1e3 * waves
         terms["stall"] = work["stalls"] * GLOBAL_READ_CLOCKS / clock_hz * 1e3 * waves
         terms["latency"] = MEMORY_LATENCY_MS * waves
         terms["launch"] = LAUNCH_MS
         # wave quantization: the throughput time lost to a last wave that leaves SMs idle
-        terms["waves"] = throughput / max(efficiency, 1e-9) - throughput
-        ms = terms["launch"] + terms["latency"] + terms["sync"] + terms["stall"] + throughput + terms["waves"]
+        terms["waves"] = busy / max(efficiency, 1e-9) - busy
+        ms = terms["launch"] + terms["latency"] + terms["sync"] + terms["stall"] + busy + terms["waves"]
         exposed = {k: terms[k] for k in ("latency", "sync", "stall")}
-        if sum(exposed.values()) > throughput:
+        if sum(exposed.values()) > busy:
             bound = max(exposed, key=exposed.__getitem__)
         return LaunchEstimate(k.name, ms, bound, terms, ctas, waves)
 
@@ -183,6 +226,8 @@ class _OpWork:
     fp32_flops: float
     warp_instructions: float
     waits: int
+    atomic_requests: float  # requests to the L2's atomic units (``CostTerms.global_atomics``)
+    shared_atomics: float  # atomic operations on shared memory
     stalls: int  # global reads it waits for: 1, or 0 where it reads none, its copy completes later, or its role
     #              is not fed through mbarriers (the module docstring's `stall`)
     moves: tuple[tuple[str, float], ...]  # (global tensor, bytes) per access
@@ -230,7 +275,7 @@ def _static(model: KernelModel, target: Target) -> tuple[list[_OpWork], list[tup
                     moves.append((e.operand.name, float(numel(shape) * e.operand.dtype.bytes)))
         ops.append(_OpWork(id(typed.op), id(typed.role), typed.role.instances, shared_bytes, c.tensor_flops,
                            c.dtype or "bf16", c.flops - c.tensor_flops, per_thread * typed.role.per, waits,
-                           stalls, tuple(moves)))  # fmt: skip
+                           c.global_atomics, c.shared_atomics, stalls, tuple(moves)))  # fmt: skip
     ops = [w if w.role in fed else attrs.evolve(w, stalls=0) for w in ops]
     params = [(p.name, tuple(compile_expr(x) for x in p.shape), model.param_dtype(p).bytes)
               for p in model.kernel.params if p.tier == "global"]  # fmt: skip
@@ -259,6 +304,7 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
     tensor: dict[str, float] = defaultdict(float)
     moved: dict[str, float] = defaultdict(float)  # bytes each global tensor's accesses move, per CTA
     shared = fp32 = instructions = waits = 0.0
+    atomics = dict.fromkeys(("atomic_requests", "shared_atomics"), 0.0)
     stalls: dict[int, float] = defaultdict(float)  # by role: its instances run side by side
     for w in ops:
         stalls[w.role] += w.stalls * counts.times.get(w.key, 0.0)
@@ -271,6 +317,8 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
         fp32 += w.fp32_flops * times
         instructions += w.warp_instructions * times
         waits += w.waits * times
+        atomics["atomic_requests"] += w.atomic_requests * times
+        atomics["shared_atomics"] += w.shared_atomics * times
         for name, nbytes in w.moves:
             moved[name] += nbytes * times
             distinct[name] += nbytes * counts.distinct.get((w.key, name), 0.0) * w.instances
@@ -281,7 +329,7 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
             size *= max(int(fn(env)), 0)
         sizes[name] = float(size * elem)
     return {"shared_bytes": shared, "fp32_flops": fp32, "warp_instructions": instructions, "waits": waits,
-            "stalls": max(stalls.values(), default=0.0), "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
+            "stalls": max(stalls.values(), default=0.0), **atomics, "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
 
 
 def _ctas_per_sm(model: KernelModel, target: Target) -> int:

@@ -14,6 +14,7 @@ from cake_core.problems import kmeans_assign
 from cake_core.problems.kmeans_assign.cells import AMPERE_SWEEP, ampere_variant
 
 SCHEDULES = Path(kmeans_assign.__file__).parent / "schedules"
+PROBLEMS = SCHEDULES.parents[1]
 CELL = {"B": 32, "N": 65536, "K": 1024, "D": 128, "T": "bf16"}
 
 
@@ -34,11 +35,12 @@ def test_an_estimate_is_term_by_term_and_says_it_is_uncalibrated() -> None:
     assert est.calibrated is False and any("uncalibrated" in x for x in est.notes)
     assert [x.kernel for x in est.launches] == ["centroid_norms", "assign"]
     assign = est.launches[1]
-    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "sync", "stall", "latency", "launch",
-                                 "waves"}  # fmt: skip
+    assert set(assign.terms) == {"dram", "l2", "shared", "tensor", "fp32", "issue", "atomics", "sync", "stall",
+                                 "latency", "launch", "waves"}  # fmt: skip
+    assert assign.terms["atomics"] == 0  # the assignment adds nothing atomically
     # the time is the throughput bound plus every overhead term, wave quantization included
     throughput = max(assign.terms[k] for k in ("dram", "l2", "shared", "tensor", "fp32", "issue"))
-    overheads = sum(assign.terms[k] for k in ("sync", "latency", "launch", "waves"))
+    overheads = sum(assign.terms[k] for k in ("atomics", "sync", "latency", "launch", "waves"))
     assert assign.ms == pytest.approx(throughput + overheads)
     assert assign.bound == "tensor"  # 2*B*N*K*D flops at the dense bf16 rate outweigh reading x once
     flops = 2 * 32 * 65536 * 1024 * 128
@@ -156,3 +158,52 @@ def test_the_estimate_says_where_each_targets_rates_come_from() -> None:
     h200 = _estimate("ampere")
     (note,) = [x for x in h200.notes if x.startswith("Its h200 rates")]
     assert "measured" in note and "datasheet" in note
+
+
+# --------------------------------------------------------------------------------------------------- atomics
+
+
+def _schedule(problem: str, name: str, values: dict = CELL):
+    """The estimate of another problem's committed schedule (``kmeans_update``, ``kmeans_iter``)."""
+    reg = plugins.registry()
+    cand = pipeline.Candidate(pipeline.load(PROBLEMS / problem / "schedules" / f"{name}.cake"), reg.get("targets", "h200"))
+    return reg.get("cost_models", "roofline").estimate(cand.check(), cand.target, values)
+
+
+def test_the_kmeans_update_schedules_rank_as_measured_at_the_reference_cell() -> None:
+    """Measured on the H200 (bench/results/2026-12-02-h200-kmeans-update-3.json, -4.json): gather 0.48 ms,
+    vector 0.81, atomic 1.06, privatized 1.31. Roofline 0.3.0 charged no atomics: vector and atomic tied at
+    0.167 ms and gather came out slowest of the three (0.199)."""
+    ms = {name: _schedule("kmeans_update", name).ms for name in ("gather", "vector", "atomic", "privatized")}
+    assert ms["gather"] < ms["vector"] < ms["atomic"] < ms["privatized"]
+
+
+def test_a_scatter_is_charged_per_l2_request() -> None:
+    """2^28 f32 added at the reference cell: atomic.cake's lanes each add 4 columns of a row of their own (one
+    request per `red.global.add.v4.f32`, 2^26), vector.cake's quads 8 consecutive columns (a 32-byte sector,
+    2^25); the counts add 2^21 more, one per point. The atomic units take 34 requests per clock."""
+    clocks_per_ms = plugins.registry().get("targets", "h200").boost_clock_mhz * 1e3
+    for name, requests in (("atomic", 2**26 + 2**21), ("vector", 2**25 + 2**21)):
+        accumulate = _schedule("kmeans_update", name).launches[1]
+        assert accumulate.kernel == "accumulate" and accumulate.bound == "atomics"
+        assert accumulate.terms["atomics"] == pytest.approx(requests / 34 / clocks_per_ms, rel=1e-6)
+
+
+def test_atomics_into_shared_memory_are_charged_per_element_and_sm() -> None:
+    """privatized.cake adds 2^28 f32 and 2^23 counts into shared memory (1.1 per clock per SM), then each of
+    its 1024 CTAs flushes 1024 x 32 f32 (four columns a request) into global memory, and the busiest (`s == 0`,
+    as every CTA is charged) its 1024 counts too."""
+    target = plugins.registry().get("targets", "h200")
+    clocks_per_ms = target.boost_clock_mhz * 1e3
+    accumulate = _schedule("kmeans_update", "privatized").launches[1]
+    shared = (2**28 + 2**23) / (target.sm_count * 1.1)
+    flush = 1024 * (1024 * 32 / 4 + 1024) / 34
+    assert accumulate.terms["atomics"] == pytest.approx((shared + flush) / clocks_per_ms, rel=1e-6)
+
+
+def test_the_kmeans_iter_hopper_schedule_ranks_ahead_of_the_fused_one() -> None:
+    """Measured (bench/results/2026-12-02-h200-kmeans-iter-2.json) at the reference cell in f16: hopper 1.79 ms,
+    fused 2.90. Roofline 0.3.0 put fused ahead (1.026 against 1.036 ms): its scatter, v4 reductions a lane
+    each, takes twice the L2 requests of hopper's quads."""
+    cell = {**CELL, "T": "f16"}
+    assert _schedule("kmeans_iter", "hopper", cell).ms < _schedule("kmeans_iter", "fused", cell).ms
