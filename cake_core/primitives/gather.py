@@ -66,8 +66,8 @@ from cake_core.lower.tiles import vector_elems
 from cake_core.primitives._common import need_static, same_kind, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout
 from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank
-from cake_core.primitives.load import _unpack, _vector_width
-from cake_core.primitives.reduce import _red_vector, add_rows
+from cake_core.primitives.load import unpack_vector, vector_width
+from cake_core.primitives.reduce import add_rows, red_vector
 
 #: bytes the memory system moves for the smallest read
 SECTOR = 32
@@ -154,7 +154,7 @@ class Gather(Primitive):
         value = op.attr("value")
         fill = ctx.c(value) if value is not None else "0"
         fill_oob = fill if op.attr("oob") is not None and getattr(op.attr("oob"), "id", None) == "fill" else "0"
-        width = _vector_width(src.dtype, dst.dtype, vector_elems(src, view, ctx.model.env, cols, 16))
+        width = vector_width(src.dtype, dst.dtype, vector_elems(src, view, ctx.model.env, cols, 16))
         key, row_ok = ctx.fresh("gkey"), ctx.fresh("gok")
 
         def per_row(r: str, j: str) -> str:
@@ -181,7 +181,7 @@ class Gather(Primitive):
                 # the first of `width` aligned consecutive columns reads them all with one vector load (a
                 # masked group is in or out of the tensor as a whole: the tensor's rows are `width`-aligned)
                 ctx.line(f"    if ({' && '.join(guard + [f'({e.col}) % {width} == 0'])}) {{")
-                values = _unpack(ctx, addr, src.dtype, dst.dtype, width, "      ")
+                values = unpack_vector(ctx, addr, src.dtype, dst.dtype, width, "      ")
                 for k, v in enumerate(values):
                     ctx.line(f"      {reg.name}[{e.slot} + {k}] = {pick(v)};")
                 ctx.line("    }")
@@ -258,7 +258,7 @@ class SegmentGatherAdd(Primitive):
             raise NotLowerable("a warp's lanes take the columns: rows of 32, 64, 128 or 256 elements")
         per_lane = cols // 32
         env = ctx.model.env
-        lw = _vector_width(src.dtype, DType.F32, vector_elems(src, sview, env, per_lane, 16))
+        lw = vector_width(src.dtype, DType.F32, vector_elems(src, sview, env, per_lane, 16))
         rw = vector_elems(dst, dview, env, per_lane, 16) if ctx.target.sm >= 90 else 1
         lane, guard = ctx.lane, masked(op)
         acc, cur, vals, ks = ctx.fresh("acc"), ctx.fresh("cur"), ctx.fresh("rowv"), ctx.fresh("rowk")
@@ -279,7 +279,7 @@ class SegmentGatherAdd(Primitive):
                 cond = " && ".join(ok + ([inside] if inside != "true" else []))
                 values = [f"{acc}[{k + e}]" for e in range(rw)]
                 if rw > 1:
-                    ctx.line(f"{indent}if ({cond}) {_red_vector(dview.addr(local), values)}")
+                    ctx.line(f"{indent}if ({cond}) {red_vector(dview.addr(local), values)}")
                 else:
                     ctx.line(f'{indent}if ({cond}) asm volatile("red.global.add.f32 [%0], %1;" :: '
                              f'"l"({dview.addr(local)}), "f"({values[0]}) : "memory");')  # fmt: skip
@@ -303,7 +303,7 @@ class SegmentGatherAdd(Primitive):
                         if lw == 1:
                             got = [convert(f"*{addr}", src.dtype, DType.F32)]
                         else:
-                            got = _unpack(ctx, addr, src.dtype, DType.F32, lw, "    ")
+                            got = unpack_vector(ctx, addr, src.dtype, DType.F32, lw, "    ")
                         for e, v in enumerate(got):
                             ctx.line(f"    {vals}[{i}][{k + e}] = {ok} ? (float)({v}) : 0.0f;")
                 ctx.line("  }")

@@ -97,7 +97,7 @@ class Load(Primitive):
             if width == 1:
                 values = [convert(f"*{addr}", src.dtype, dst.dtype)]
             else:
-                values = _unpack(ctx, addr, src.dtype, dst.dtype, width, indent)
+                values = unpack_vector(ctx, addr, src.dtype, dst.dtype, width, indent)
             for slot, value in zip(slots, values, strict=True):
                 picked = f"({ok}) ? ({ctype})({value}) : ({ctype})({fill});" if ok else f"{value};"
                 ctx.line(f"{indent}{reg.name}[{slot}] = {picked}")
@@ -106,7 +106,7 @@ class Load(Primitive):
             _load_wgmma(ctx, reg, sizes, read, vector_elems(src, view, ctx.model.env, 2, 2 * view.dtype.bytes, smem))
             return
         run = reg.layout.shape[1] if len(reg.layout.shape) == 2 else 1
-        width = _vector_width(src.dtype, dst.dtype, vector_elems(src, view, ctx.model.env, run, 16, smem))
+        width = vector_width(src.dtype, dst.dtype, vector_elems(src, view, ctx.model.env, run, 16, smem))
         with rows_elements(ctx, reg) as e:
             local = unravel(e.flat, sizes)
             if width == 1:
@@ -125,7 +125,7 @@ class Load(Primitive):
         return CostTerms(shared_bytes=nbytes)
 
 
-def _vector_width(src: DType | None, dst: DType | None, width: int) -> int:
+def vector_width(src: DType | None, dst: DType | None, width: int) -> int:
     """``width`` where a vector load of ``src`` elements can fill ``dst`` registers (16-bit floats widened,
     32-bit values as they are) and moves at least 4 bytes; else 1."""
     if src in (DType.BF16, DType.F16) and dst in (DType.F32, DType.BF16, DType.F16) and width >= 2:
@@ -135,7 +135,7 @@ def _vector_width(src: DType | None, dst: DType | None, width: int) -> int:
     return 1
 
 
-def _unpack(ctx, addr: str, src: DType | None, dst: DType | None, width: int, indent: str) -> list[str]:
+def unpack_vector(ctx, addr: str, src: DType | None, dst: DType | None, width: int, indent: str) -> list[str]:
     """Emit one aligned vector load of ``width`` ``src`` elements at ``addr``; C++ of each element as ``dst``."""
     assert src is not None
     words = width * src.bytes // 4

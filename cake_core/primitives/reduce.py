@@ -211,7 +211,7 @@ class _ScatterAdd(Primitive):
             if width > 1 and not self.segmented:
                 # the first of `width` aligned consecutive columns adds them all (in or out of bounds together)
                 values = [convert(f"{vals.name}[{e.slot} + {i}]", src.dtype, dst.dtype) for i in range(width)]
-                ctx.line(f"    if (({e.col}) % {width} == 0 && {' && '.join(cond)}) {_red_vector(view.addr(local), values)}")
+                ctx.line(f"    if (({e.col}) % {width} == 0 && {' && '.join(cond)}) {red_vector(view.addr(local), values)}")
             else:
                 addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
                 ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
@@ -272,7 +272,7 @@ def _red_width(op: TypedOp, view: GlobalView | SharedView, ctx, vals: RegView) -
     return vector_elems(dst, view, ctx.model.env, run)
 
 
-def _red_vector(addr: str, values: list[str]) -> str:
+def red_vector(addr: str, values: list[str]) -> str:
     """C++ statement: one ``red.global.add.vN.f32`` of ``values`` at ``addr`` (16- or 8-byte aligned)."""
     regs = ", ".join(f"%{i + 1}" for i in range(len(values)))
     args = ", ".join(f'"f"({v})' for v in values)
@@ -314,7 +314,7 @@ def _scatter_wgmma(op: TypedOp, ctx, view: GlobalView | SharedView, vals: RegVie
             conds = [inside + ([view.in_bounds([key, c])] if guard and isinstance(view, GlobalView) else []) for c in cols]
             if width >= 2:
                 cond = " && ".join(conds[0]) or "true"
-                ctx.line(f"  if ({cond}) {_red_vector(view.addr([key, cols[0]]), values)}")
+                ctx.line(f"  if ({cond}) {red_vector(view.addr([key, cols[0]]), values)}")
                 continue
             for c, v, cd in zip(cols, values, conds, strict=True):
                 addr = f'"l"({view.addr([key, c])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key, c])}))'
