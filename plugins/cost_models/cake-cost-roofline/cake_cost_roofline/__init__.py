@@ -65,8 +65,8 @@ vector.cake       ``red.global.add.v2.f32``,     0.811 ms   1.71 TB/s       2^27
 
 Bytes added cannot tell the two apart: one rate predicts the same time for both (they run 1.3x apart), the
 rates they imply 1.4x apart. Instructions order them the wrong way round (implied rates 2.9x apart); L2
-requests order them right (implied rates 1.4x apart). So the model counts requests, at 34 per clock (67 G/s at 1.98 GHz): the rate at which the two predictions (1.21 and
-0.71 ms) miss by the same factor, the geometric mean of predicted over measured being 1. The shared rate, 1.1
+requests order them right (implied rates 1.4x apart). So the model counts requests, at 34 per clock (67 G/s
+at 1.98 GHz): the rate at which the two predictions (1.21 and 0.71 ms) miss by the same factor, the geometric mean of predicted over measured being 1. The shared rate, 1.1
 per clock per SM, makes privatized.cake (2^28 f32 adds into shared memory, its flush 2^23 requests) 1.31 ms
 as measured. With these two constants the model orders every measured cell of kmeans-update (10 cells, 2 to
 6 schedules each) and kmeans-iter (12 cells, hopper < fused) as measured; 0.3.0 averaged Spearman 0.685 and
@@ -194,7 +194,8 @@ class Roofline:
         throughput = max(terms.values())
         bound = max(terms, key=terms.__getitem__)
         # the atomic units' time adds to the rest: the warps that issue the reductions do nothing else meanwhile
-        clocks = work["atomic_requests"] / ATOMIC_REQUESTS_PER_CLOCK + work["shared_atomics"] / (sms * SHARED_ATOMICS_PER_CLOCK_PER_SM)
+        clocks = (work["atomic_requests"] / ATOMIC_REQUESTS_PER_CLOCK
+                  + work["shared_atomics"] / (sms * SHARED_ATOMICS_PER_CLOCK_PER_SM))
         terms["atomics"] = clocks * ctas / clock_hz * 1e3
         if terms["atomics"] > throughput:
             bound = "atomics"
@@ -329,7 +330,8 @@ def _work(model: KernelModel, env: Mapping[str, Any], target: Target) -> dict[st
             size *= max(int(fn(env)), 0)
         sizes[name] = float(size * elem)
     return {"shared_bytes": shared, "fp32_flops": fp32, "warp_instructions": instructions, "waits": waits,
-            "stalls": max(stalls.values(), default=0.0), **atomics, "tensor": tensor, "tensor_bytes": sizes, "moved": moved, "distinct": distinct}  # fmt: skip
+            "stalls": max(stalls.values(), default=0.0), **atomics, "tensor": tensor, "tensor_bytes": sizes,
+            "moved": moved, "distinct": distinct}  # fmt: skip
 
 
 def _ctas_per_sm(model: KernelModel, target: Target) -> int:
