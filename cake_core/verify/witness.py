@@ -270,14 +270,7 @@ class WitnessSearch:
             return None
         if i == len(chain):
             budget[0] -= 1
-            for ob in live:
-                try:
-                    what = ob.check(env)
-                except EvalError:
-                    continue
-                if what is not None:
-                    return ob, what, dict(vars_)
-            return None
+            return _leaf(env, vars_, live)
         kind, name, start_fn, stop_fn, step_fn, value_fn, negate, count, end = chain[i]
         missing = _MISSING
         if kind is BinderKind.LET or kind is BinderKind.GUARD:
@@ -319,6 +312,7 @@ class WitnessSearch:
         except (EvalError, TypeError, ValueError):
             return None
         named = kind is not BinderKind.SELF or count > 1
+        last = i + 1 == len(chain)
         old = env.get(name, missing)
         try:
             for v in self._pick(values):
@@ -326,7 +320,11 @@ class WitnessSearch:
                 if named:
                     vars_.append((name, v))
                 try:
-                    found = self._walk(chain, i + 1, env, vars_, live, budget)
+                    if last:  # the leaf, without a call of its own (the budget is above 0 here)
+                        budget[0] -= 1
+                        found = _leaf(env, vars_, live)
+                    else:
+                        found = self._walk(chain, i + 1, env, vars_, live, budget)
                 finally:
                     if named:
                         vars_.pop()
@@ -356,6 +354,21 @@ class WitnessSearch:
 
 
 _MISSING = object()  # an unbound name, in the walk's saved values
+
+
+def _leaf(
+    env: dict[str, object], vars_: list[tuple[str, int]], live: Sequence[Obligation]
+) -> tuple[Obligation, str, dict[str, int]] | None:
+    """The first of ``live`` that fails at one point of the walk (an obligation that cannot be evaluated
+    there is passed over), with its words and the variables' values."""
+    for ob in live:
+        try:
+            what = ob.check(env)
+        except EvalError:
+            continue
+        if what is not None:
+            return ob, what, dict(vars_)
+    return None
 
 
 def names_of(e: n.Expr) -> set[str]:
