@@ -2,11 +2,13 @@
 
 For a set of size assignments (:meth:`WitnessSearch.size_assignments`, the sample values
 :mod:`cake_core.verify.domain` describes), the search walks the operation's binders concretely —
-grid, ``self``, loops (long ranges sampled), ``let`` and ``if`` — evaluating every expression with
-its :func:`~cake_core.ir.exprs.compile_expr` form (compiled once per kernel), and checks the open obligations at every point it reaches. The
-first failure is a :class:`~cake_core.verify.verdicts.Witness`; a search that finds none answers
+grid, ``self``, loops (long ranges sampled), ``let`` and ``if`` — evaluating every expression in its
+:func:`~cake_core.ir.exprs.compile_expr` form (compiled once per kernel), and checks the open
+obligations at every point it reaches. The first failure is a
+:class:`~cake_core.verify.verdicts.Witness`; a search that finds none answers
 :attr:`~cake_core.verify.verdicts.Status.SAMPLED`. A size assignment for which a lower bound the proof
-search found already holds is skipped; the search stops after :data:`EVAL_BUDGET` evaluations.
+search found already holds is skipped, and so is one whose walk can reach no leaf
+(:meth:`WitnessSearch._unreachable`); the search stops after :data:`EVAL_BUDGET` evaluations.
 """
 
 from __future__ import annotations
