@@ -59,6 +59,7 @@ class WitnessSearch:
         # the protocol simulator's cache: the same nodes, compiled once for every specialization
         self._compiled = Compiled(per_kernel(model, "protocol expressions", lambda k: {}))
         self._steps: dict[int, tuple[Sequence[Binder], tuple[list[Step], list[Check]]]] = {}
+        self._runs: dict[int, dict[int, list[tuple[bool, str, Fn, bool]]]] = {}  # by id of a compiled chain
 
     @property
     def constants(self) -> list[int]:
@@ -197,6 +198,12 @@ class WitnessSearch:
                 end = i
             steps.append((b.kind, b.name, c(b.start), c(b.stop), c(b.step), c(b.value), b.negate, b.count, end))
         steps.reverse()
+        # for the first binder of each run of lets and guards, the run: (guard?, name, value, negate) each
+        runs: dict[int, list[tuple[bool, str, Fn, bool]]] = {}
+        for i, (kind, _, _, _, _, _, _, _, end) in enumerate(steps):
+            if kind is BinderKind.LET or kind is BinderKind.GUARD:
+                runs[i] = [(s[0] is BinderKind.GUARD, s[1], s[5], s[6]) for s in steps[i:end]]  # type: ignore[misc]
+        self._runs[id(steps)] = runs
         checks: list[Check] = []
         varying: set[str] = set()  # names bound, at this point of the chain, by a variable or through one
         for b, step in zip(chain, steps, strict=True):
@@ -280,13 +287,12 @@ class WitnessSearch:
             # below failing, abandons the subtree alike
             saved: list[tuple[str, object]] = []
             try:
-                for j in range(i, end):
-                    kind, name, _, _, _, value_fn, negate, _, _ = chain[j]
-                    if kind is BinderKind.GUARD:
-                        if bool(value_fn(env)) == negate:  # type: ignore[misc]
+                for guard, name, value_fn, negate in self._runs[id(chain)][i]:
+                    if guard:
+                        if bool(value_fn(env)) == negate:
                             return None
                     else:
-                        value = value_fn(env)  # type: ignore[misc]
+                        value = value_fn(env)
                         saved.append((name, env.get(name, missing)))
                         env[name] = value
                 return self._walk(chain, end, env, vars_, live, budget)
