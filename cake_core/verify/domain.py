@@ -87,7 +87,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import evaluate
+from cake_core.ir.exprs import Fn, compile_expr
 from cake_core.ir.primitive import Effect, Kind
 from cake_core.verify.analyses import Analyses, for_model
 from cake_core.verify.bounds import lin_multiple
@@ -336,10 +336,14 @@ class KernelDomain:
 
 
 def _obligation(m: Lin | None, exprs: tuple[n.Expr, ...], of: Callable[..., str | None]) -> Obligation:
-    """An obligation whose check evaluates ``exprs`` in order and gives their values to ``of``."""
+    """An obligation whose check evaluates ``exprs`` in order and gives their values to ``of`` (the
+    expressions compiled on the first check: most obligations are proved and never checked)."""
+    fns: list[Fn] = []
 
     def check(env: Mapping[str, object]) -> str | None:
-        return of(*[evaluate(x, env) for x in exprs])
+        if not fns:
+            fns.extend(compile_expr(x) for x in exprs)
+        return of(*[f(env) for f in fns])
 
     return Obligation(m, exprs, check)
 

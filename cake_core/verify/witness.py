@@ -2,11 +2,13 @@
 
 For a set of size assignments (:meth:`WitnessSearch.size_assignments`, the sample values
 :mod:`cake_core.verify.domain` describes), the search walks the operation's binders concretely —
-grid, ``self``, loops (long ranges sampled), ``let`` and ``if`` — evaluating every expression with
-:func:`~cake_core.ir.exprs.evaluate`, and checks the open obligations at every point it reaches. The
-first failure is a :class:`~cake_core.verify.verdicts.Witness`; a search that finds none answers
+grid, ``self``, loops (long ranges sampled), ``let`` and ``if`` — evaluating every expression in its
+:func:`~cake_core.ir.exprs.compile_expr` form (compiled once per kernel), and checks the open
+obligations at every point it reaches. The first failure is a
+:class:`~cake_core.verify.verdicts.Witness`; a search that finds none answers
 :attr:`~cake_core.verify.verdicts.Status.SAMPLED`. A size assignment for which a lower bound the proof
-search found already holds is skipped; the search stops after :data:`EVAL_BUDGET` evaluations.
+search found already holds is skipped, and so is one whose walk can reach no leaf
+(:meth:`WitnessSearch._unreachable`); the search stops after :data:`EVAL_BUDGET` evaluations.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from cake_core.ir import nodes as n
-from cake_core.ir.exprs import EvalError, evaluate
+from cake_core.ir.exprs import BUILTINS, Compiled, EvalError, Fn
+from cake_core.verify.samples import per_kernel
 from cake_core.verify.scopes import Binder, BinderKind
 from cake_core.verify.verdicts import Obligation, Status, Verdict, Witness
 
@@ -37,6 +40,11 @@ SCALAR_SAMPLES = (-1, 0, 1, 2, 65536)  # scalar parameters are unconstrained
 #: an obligation still open after the proof search, with the lower-bound forms it tried
 Open = tuple[Obligation, list["Form"]]
 IntegralForm = tuple[int, tuple[tuple[int, int], ...], int]  # (D·const, ((position, D·coef), ...), D)
+#: a binder with its expressions compiled: (kind, name, start, stop, step, value, negate, count, end),
+#: ``end`` the index after the run of lets and guards it starts (its own, for another binder)
+Step = tuple[BinderKind, str, Fn | None, Fn | None, Fn | None, Fn | None, bool, int, int]
+#: a binder, whether its expressions read no variable, and the divisors it always evaluates that read none
+Check = tuple[Step, bool, list[Fn]]
 
 
 class WitnessSearch:
@@ -48,6 +56,10 @@ class WitnessSearch:
         self._picks: dict[int, list[int]] = {}
         self._picked: dict[range, list[int]] = {}
         self._size_samples: dict[str, list[int]] = {}
+        # the protocol simulator's cache: the same nodes, compiled once for every specialization
+        self._compiled = Compiled(per_kernel(model, "protocol expressions", lambda k: {}))
+        self._steps: dict[int, tuple[Sequence[Binder], tuple[list[Step], list[Check]]]] = {}
+        self._runs: dict[int, dict[int, list[tuple[bool, str, Fn, bool]]]] = {}  # by id of a compiled chain
 
     @property
     def constants(self) -> list[int]:
@@ -65,6 +77,7 @@ class WitnessSearch:
         names = self._relevant_sizes(chain, open_)
         obligations = [ob for ob, _ in open_]
         filters = [_integral_forms(forms, names) for _, forms in open_]
+        steps, checks = self._compile(chain)
         base: dict[str, object] = dict(self.model.env)  # sizes not sampled at their least, scalars at 0
         base.update({s: r.lo for s, r in self.shape.sizes.items()})
         base.update(dict.fromkeys(self.shape.scalars, 0))
@@ -86,7 +99,9 @@ class WitnessSearch:
             tried += 1
             env = dict(base)
             env.update(zip(names, sizes, strict=True))
-            found = self._walk(chain, 0, env, [], live, budget)
+            if checks and self._unreachable(checks, env):
+                continue  # what the walk would find: nothing, at no cost to the budget
+            found = self._walk(steps, 0, env, [], live, budget)
             if found is not None:
                 ob, what, vars_ = found
                 keep = _depends(chain, ob.exprs)
@@ -168,9 +183,85 @@ class WitnessSearch:
                 names |= {s for s, _ in f.terms}
         return sorted(names & (set(self.shape.sizes) | self.shape.scalars))
 
+    def _compile(self, chain: Sequence[Binder]) -> tuple[list[Step], list[Check]]:
+        """``chain``'s binders with their expressions compiled, and what :meth:`_unreachable` checks of
+        them (memoized by chain: one per operation)."""
+        hit = self._steps.get(id(chain))
+        if hit is not None and hit[0] is chain:
+            return hit[1]
+        c = self._compiled
+        steps: list[Step] = []
+        end = len(chain)
+        for i in reversed(range(len(chain))):  # where each run of lets and guards ends
+            b = chain[i]
+            if b.kind is not BinderKind.LET and b.kind is not BinderKind.GUARD:
+                end = i
+            steps.append((b.kind, b.name, c(b.start), c(b.stop), c(b.step), c(b.value), b.negate, b.count, end))
+        steps.reverse()
+        # for the first binder of each run of lets and guards, the run: (guard?, name, value, negate) each
+        runs: dict[int, list[tuple[bool, str, Fn, bool]]] = {}
+        for i, (kind, _, _, _, _, _, _, _, end) in enumerate(steps):
+            if kind is BinderKind.LET or kind is BinderKind.GUARD:
+                runs[i] = [(s[0] is BinderKind.GUARD, s[1], s[5], s[6]) for s in steps[i:end]]  # type: ignore[misc]
+        self._runs[id(steps)] = runs
+        checks: list[Check] = []
+        varying: set[str] = set()  # names bound, at this point of the chain, by a variable or through one
+        for b, step in zip(chain, steps, strict=True):
+            exprs = [e for e in (b.start, b.stop, b.step, b.value) if e is not None]
+            reads: set[str] = set()
+            for e in exprs:
+                reads |= names_of(e)
+            depends = not reads.isdisjoint(varying)
+            divisors = [c(d) for e in exprs for d in _divisors(e) if names_of(d).isdisjoint(varying)]
+            fixed = b.kind is not BinderKind.SELF and not depends
+            if fixed or divisors:
+                checks.append((step, fixed, divisors))  # type: ignore[arg-type]
+            if b.kind is BinderKind.LET:
+                (varying.add if depends else varying.discard)(b.name)
+            elif b.kind is not BinderKind.GUARD:
+                varying.add(b.name)
+        self._steps[id(chain)] = (chain, (steps, checks))
+        return steps, checks
+
+    @staticmethod
+    def _unreachable(checks: Sequence[Check], env: dict[str, object]) -> bool:
+        """Whether the walk of one size assignment (``env``) reaches no leaf, told from what of its
+        binders reads no variable: such an expression takes the one value it would take wherever the walk
+        meets it. A binder of such expressions that fails as the walk abandons a subtree (one of the
+        three errors it catches, a false guard, an empty range), or one that always evaluates such a
+        divisor and finds it zero, would abandon every path to a leaf. Any other error is left to the
+        walk."""
+        env = dict(env)
+        try:
+            for (kind, name, start_fn, stop_fn, step_fn, value_fn, negate, _, _), fixed, divisors in checks:
+                for d in divisors:
+                    if d(env) == 0:
+                        return True
+                if not fixed:
+                    continue
+                if kind is BinderKind.GUARD:
+                    if bool(value_fn(env)) == negate:  # type: ignore[misc]
+                        return True
+                elif kind is BinderKind.LET:
+                    env[name] = value_fn(env)  # type: ignore[misc]
+                elif kind is BinderKind.GRID:
+                    if int(stop_fn(env)) <= 0:  # type: ignore[misc, call-overload]
+                        return True
+                else:
+                    start = int(start_fn(env)) if start_fn is not None else 0  # type: ignore[call-overload]
+                    stop = int(stop_fn(env)) if stop_fn is not None else 0  # type: ignore[call-overload]
+                    step = int(step_fn(env)) if step_fn is not None else 1  # type: ignore[call-overload]
+                    if step == 0 or not range(start, stop, step):
+                        return True
+        except (EvalError, TypeError, ValueError):
+            return True
+        except Exception:
+            return False
+        return False
+
     def _walk(
         self,
-        chain: Sequence[Binder],
+        chain: Sequence[Step],
         i: int,
         env: dict[str, object],
         vars_: list[tuple[str, int]],
@@ -188,59 +279,48 @@ class WitnessSearch:
             return None
         if i == len(chain):
             budget[0] -= 1
-            for ob in live:
-                try:
-                    what = ob.check(env)
-                except EvalError:
-                    continue
-                if what is not None:
-                    return ob, what, dict(vars_)
-            return None
-        b = chain[i]
-        kind = b.kind
-        if kind is BinderKind.GUARD:
-            assert b.value is not None
+            return _leaf(env, vars_, live)
+        kind, name, start_fn, stop_fn, step_fn, value_fn, negate, count, end = chain[i]
+        missing = _MISSING
+        if kind is BinderKind.LET or kind is BinderKind.GUARD:
+            # the run of lets and guards chain[i:end], in one frame: any of them failing, or the walk
+            # below failing, abandons the subtree alike
+            saved: list[tuple[str, object]] = []
             try:
-                if bool(evaluate(b.value, env)) == b.negate:
-                    return None
-                return self._walk(chain, i + 1, env, vars_, live, budget)
-            except (EvalError, TypeError, ValueError):
-                return None
-        missing = object()
-        if kind is BinderKind.LET:
-            assert b.value is not None
-            try:
-                value = evaluate(b.value, env)
-            except (EvalError, TypeError, ValueError):
-                return None
-            old = env.get(b.name, missing)
-            env[b.name] = value
-            try:
-                return self._walk(chain, i + 1, env, vars_, live, budget)
+                for guard, name, value_fn, negate in self._runs[id(chain)][i]:
+                    if guard:
+                        if bool(value_fn(env)) == negate:
+                            return None
+                    else:
+                        value = value_fn(env)
+                        saved.append((name, env.get(name, missing)))
+                        env[name] = value
+                return self._walk(chain, end, env, vars_, live, budget)
             except (EvalError, TypeError, ValueError):
                 return None
             finally:
-                if old is missing:
-                    del env[b.name]
-                else:
-                    env[b.name] = old
+                for name, old in reversed(saved):
+                    if old is missing:
+                        del env[name]
+                    else:
+                        env[name] = old
         try:
             if kind is BinderKind.SELF:
-                values: Sequence[int] = range(b.count)
+                values: Sequence[int] = range(count)
             elif kind is BinderKind.GRID:
-                assert b.stop is not None
-                values = range(0, int(evaluate(b.stop, env)))  # type: ignore[call-overload]
+                assert stop_fn is not None
+                values = range(0, int(stop_fn(env)))  # type: ignore[call-overload]
             else:
-                start = int(evaluate(b.start, env)) if b.start is not None else 0  # type: ignore[call-overload]
-                stop = int(evaluate(b.stop, env)) if b.stop is not None else 0  # type: ignore[call-overload]
-                step = int(evaluate(b.step, env)) if b.step is not None else 1  # type: ignore[call-overload]
+                start = int(start_fn(env)) if start_fn is not None else 0  # type: ignore[call-overload]
+                stop = int(stop_fn(env)) if stop_fn is not None else 0  # type: ignore[call-overload]
+                step = int(step_fn(env)) if step_fn is not None else 1  # type: ignore[call-overload]
                 if step == 0:
                     return None
                 values = range(start, stop, step)
         except (EvalError, TypeError, ValueError):
             return None
-        name = b.name
-        named = kind is not BinderKind.SELF or b.count > 1
+        named = kind is not BinderKind.SELF or count > 1
+        last = i + 1 == len(chain)
         old = env.get(name, missing)
         try:
             for v in self._pick(values):
@@ -248,7 +328,11 @@ class WitnessSearch:
                 if named:
                     vars_.append((name, v))
                 try:
-                    found = self._walk(chain, i + 1, env, vars_, live, budget)
+                    if last:  # the leaf, without a call of its own (the budget is above 0 here)
+                        budget[0] -= 1
+                        found = _leaf(env, vars_, live)
+                    else:
+                        found = self._walk(chain, i + 1, env, vars_, live, budget)
                 finally:
                     if named:
                         vars_.pop()
@@ -277,9 +361,45 @@ class WitnessSearch:
         return out
 
 
+_MISSING = object()  # an unbound name, in the walk's saved values
+
+
+def _leaf(
+    env: dict[str, object], vars_: list[tuple[str, int]], live: Sequence[Obligation]
+) -> tuple[Obligation, str, dict[str, int]] | None:
+    """The first of ``live`` that fails at one point of the walk (an obligation that cannot be evaluated
+    there is passed over), with its words and the variables' values."""
+    for ob in live:
+        try:
+            what = ob.check(env)
+        except EvalError:
+            continue
+        if what is not None:
+            return ob, what, dict(vars_)
+    return None
+
+
 def names_of(e: n.Expr) -> set[str]:
     """The names ``e`` mentions."""
     return {x.id for x in n.walk_expr(e) if isinstance(x, n.Name)}
+
+
+def _divisors(e: n.Expr) -> Iterator[n.Expr]:
+    """The divisors (of ``/``, ``%`` and ``cdiv``) that every evaluation of ``e`` evaluates: not those
+    under the right operand of ``and`` or ``or``, which may be skipped."""
+    if isinstance(e, n.Unary):
+        yield from _divisors(e.operand)
+    elif isinstance(e, n.Bin):
+        yield from _divisors(e.left)
+        if e.op not in ("and", "or"):
+            yield from _divisors(e.right)
+            if e.op in ("/", "%"):
+                yield e.right
+    elif isinstance(e, n.Call) and e.fn in BUILTINS and len(e.args) == BUILTINS[e.fn][0]:
+        for a in e.args:
+            yield from _divisors(a)
+        if e.fn == "cdiv":
+            yield e.args[1]
 
 
 def _depends(chain: Sequence[Binder], exprs: Sequence[n.Expr]) -> set[str]:

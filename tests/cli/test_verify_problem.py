@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cake_core import cli
 
-from .conftest import SCHEDULES, Cake, one_error_line
+from .conftest import SCHEDULES, one_error_line
 
 SEMANTIC = Path(__file__).resolve().parents[1] / "corpus_semantic"
 FINDS = re.compile(r"#\s*finds:\s*(.*)")
@@ -91,10 +91,12 @@ def test_cs009_has_an_explain_page(capsys) -> None:
         (["--problem"], "--problem"),
     ],
 )
-def test_a_bad_problem_is_one_line_and_exit_2(args: list[str], says: str, cake: Cake) -> None:
-    done = cake("verify", str(SCHEDULES / "naive.cake"), "--target", "h200", *args)
-    assert done.returncode == 2 and done.stdout == ""
-    assert says in one_error_line(done.stderr)
+def test_a_bad_problem_is_one_line_and_exit_2(args: list[str], says: str, capsys) -> None:
+    """In process (the console script's path for bad input is test_errors.py's)."""
+    assert cli.main(["verify", str(SCHEDULES / "naive.cake"), "--target", "h200", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert says in one_error_line(captured.err)
 
 
 def test_a_planted_floor_division_is_caught_only_on_a_ragged_shape(tmp_path: Path, capsys) -> None:

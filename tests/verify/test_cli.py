@@ -1,13 +1,12 @@
 """`cake verify` and `cake explain`: output, JSON fields and exit codes (0 clean, 1 errors, 2 bad input).
 
-Run in-process through ``cli.main`` and, for the one-line-on-stderr contract, as a real subprocess.
+Run in-process through ``cli.main``; the console script's one-line-on-stderr contract as a real process is
+tests/cli/test_errors.py's.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -43,10 +42,6 @@ def _write(tmp_path: Path, text: str, name: str = "k.cake") -> Path:
     p = tmp_path / name
     p.write_text(text)
     return p
-
-
-def _cake(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cake_core.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_clean_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -109,12 +104,13 @@ def test_a_rule_finding_carries_its_pack(tmp_path: Path, capsys: pytest.CaptureF
         (["explain", "XX999"], "error: unknown diagnostic code `XX999` (known: "),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    proc = _cake(*args)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    """In process (the console script's own path is tests/cli/test_errors.py's): an exception would fail it."""
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err
     if args[0] == "explain":
         assert " CK001, " in lines[0] or "(known: CK001, " in lines[0]
 

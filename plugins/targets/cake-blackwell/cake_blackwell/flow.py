@@ -16,6 +16,7 @@ import attrs
 from cake_core.ir import nodes as n
 from cake_core.ir.model import KernelModel, RoleInfo, TypedOpImpl
 from cake_core.ir.primitive import Access, BarrierAction, Effect
+from cake_core.verify.facts import facts
 
 from cake_blackwell.tmem import TMEM, TmemAlloc, TmemDealloc, TmemRelinquish, region_columns
 
@@ -23,12 +24,14 @@ from cake_blackwell.tmem import TMEM, TmemAlloc, TmemDealloc, TmemRelinquish, re
 @attrs.frozen(eq=False)
 class Site:
     """One typed operation where it runs: its role, its rank in the role's depth-first program order,
-    and the enclosing loops and branches (outermost first) as ``(statement, branch)`` pairs."""
+    the enclosing loops and branches (outermost first) as ``(statement, branch)`` pairs, and its
+    tensor-memory effects."""
 
     typed: TypedOpImpl
     role: RoleInfo
     order: int
     context: tuple[tuple[n.Stmt, str], ...]
+    tmem: tuple[Effect, ...] = ()
 
     @property
     def op(self) -> n.Op:
@@ -49,18 +52,23 @@ class Site:
         )  # fmt: skip
 
     def tmem_effects(self) -> list[Effect]:
-        return [e for e in self.typed.prim.effects(self.typed) if e.tier is TMEM]
+        return list(self.tmem)
 
 
 def sites(model: KernelModel) -> list[Site]:
-    """Every typed operation of the kernel model, role by role, in program order."""
+    """Every typed operation of the kernel model, role by role, in program order (the effects read from
+    the model's facts, computed once per model)."""
+    known = facts(model).by_op
     out: list[Site] = []
     for info in model.roles:
         counter = iter(range(1 << 30))
         for op, ctx in _walk(info.role.body, ()):
             typed = model.by_op.get(id(op))
             if typed is not None:
-                out.append(Site(typed, info, next(counter), ctx))
+                of = known.get(id(op))
+                effects = of.effects if of is not None and of.typed is typed else typed.prim.effects(typed)
+                tmem = tuple(e for e in effects if e.tier is TMEM)
+                out.append(Site(typed, info, next(counter), ctx, tmem))
     return out
 
 
