@@ -67,7 +67,7 @@ from cake_core.primitives._common import need_static, same_kind, shape_text
 from cake_core.primitives._lower import convert, rows_elements, rows_layout
 from cake_core.primitives._vocab import INTEGERS, need_dtype, need_layout, need_rank
 from cake_core.primitives.load import unpack_vector, vector_width
-from cake_core.primitives.reduce import add_rows, red_vector
+from cake_core.primitives.reduce import add_rows, red_scalar, red_vector
 
 #: bytes the memory system moves for the smallest read
 SECTOR = 32
@@ -281,8 +281,7 @@ class SegmentGatherAdd(Primitive):
                 if rw > 1:
                     ctx.line(f"{indent}if ({cond}) {red_vector(dview.addr(local), values)}")
                 else:
-                    ctx.line(f'{indent}if ({cond}) asm volatile("red.global.add.f32 [%0], %1;" :: '
-                             f'"l"({dview.addr(local)}), "f"({values[0]}) : "memory");')  # fmt: skip
+                    ctx.line(f"{indent}if ({cond}) {red_scalar('global', 'f32', 'f', dview.addr(local), values[0])}")
 
         for j in range(per_thread):
             for g in range(0, 32, GROUP):

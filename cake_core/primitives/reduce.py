@@ -53,7 +53,7 @@ per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -62,7 +62,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.diagnostic import Diagnostic
 from cake_core.ir import nodes as n
 from cake_core.ir.primitive import (
-    Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Primitive,
+    Access, AttrSpec, CheckContext, CostTerms, ExecContext, ExecFault, Kind, NotLowerable, Operand, Primitive,
     Signature, Slot, TILES, TypedOp, numel, static_shape,
 )  # fmt: skip
 from cake_core.ir.primitive import masked
@@ -167,7 +167,7 @@ class _ScatterAdd(Primitive):
             raise NotLowerable(f"no atomic add for `{dst.dtype}`")
         vals, keys = ctx.rview(src), ctx.rview(index)
         ptx, constraint = _RED_TYPES[dst.dtype]
-        width = _red_width(op, view, ctx, vals)
+        width = _red_width(dst, vals.layout.name, vals.layout.shape, view, ctx.model.env, ctx.target.sm)
         if vals.layout.name != "rows":
             _scatter_wgmma(op, ctx, view, vals, keys, width)
             return
@@ -213,9 +213,7 @@ class _ScatterAdd(Primitive):
                 values = [convert(f"{vals.name}[{e.slot} + {i}]", src.dtype, dst.dtype) for i in range(width)]
                 ctx.line(f"    if (({e.col}) % {width} == 0 && {' && '.join(cond)}) {red_vector(view.addr(local), values)}")
             else:
-                addr = f'"l"({view.addr(local)})' if space == "global" else f'"r"(cake_smem_addr({view.addr(local)}))'
-                ctx.line(f'    if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
-                         f'"{constraint}"({value}) : "memory");')  # fmt: skip
+                ctx.line(f'    if ({" && ".join(cond)}) {red_scalar(space, ptx, constraint, view.addr(local), value)}')
 
     def cost(self, op: TypedOp, ctx: CheckContext) -> CostTerms:
         dst, src = op.outs[0], op.ins[0]
@@ -233,43 +231,38 @@ class _ScatterAdd(Primitive):
 
 
 def _cost_width(op: TypedOp, ctx: CheckContext) -> int:
-    """The vector width :func:`_red_width` picks for ``op``'s scatter into global memory, seen from its
-    operands alone (what ``cost`` has): the same rule, :func:`~cake_core.lower.tiles.vector_elems`, on a
-    view of ``dst`` that knows its dimensions but not their C++ names."""
+    """The vector width the lowering picks for ``op``'s scatter into global memory, seen from its operands
+    alone (what ``cost`` has): :func:`_red_width` on a view of ``dst`` that knows its dimensions but not
+    their C++ names."""
     dst, src = op.outs[0], op.ins[0]
-    shape, layout = static_shape(src), layout_name(src)
-    target = ctx.target
-    if dst.dtype is not DType.F32 or target is None or target.sm < 90 or not shape or dst.decl is None:
+    shape = static_shape(src)
+    if ctx.target is None or not shape or dst.decl is None:
         return 1
-    run = (shape[1] if len(shape) == 2 else 1) if layout == "rows" else 2 if layout == "wgmma_acc" else 0
     rank = len(dst.decl.shape)
     index = list(dst.index) + [n.All()] * (rank - len(dst.index))
     dims = tuple(d for d, item in enumerate(index) if not isinstance(item, n.At))
-    if not run or len(dims) != 2:
-        return 1
     blank = ("",) * rank
-    view = GlobalView("", dst.dtype, blank, blank, blank, dims, (0,) * len(dims), (False,) * len(dims))
-    return vector_elems(dst, view, ctx.spec, run)
+    view = GlobalView("", dst.dtype, blank, blank, blank, dims, blank[: len(dims)], (False,) * len(dims))
+    return _red_width(dst, layout_name(src), shape, view, ctx.spec, ctx.target.sm)
 
 
-
-def _red_width(op: TypedOp, view: GlobalView | SharedView, ctx, vals: RegView) -> int:
+def _red_width(dst: Operand, layout: str | None, shape: Sequence[int], view: GlobalView | SharedView,
+               env: Mapping[str, object], sm: int) -> int:  # fmt: skip
     """How many consecutive f32 columns one vector reduction adds (``red.global.add.v4/.v2.f32``, PTX ISA
     8.1, sm_90 on): 4 or 2 where they are contiguous and aligned in ``dst`` (decided statically by
     :func:`~cake_core.lower.tiles.vector_elems`) and held by one thread in consecutive registers (a
-    `rows` tile's columns, a `wgmma_acc` tile's pairs); 1 (scalar) otherwise, into shared memory, for
-    other types and before sm_90."""
-    dst = op.outs[0]
-    if dst.dtype is not DType.F32 or dst.kind is not Kind.GLOBAL or ctx.target.sm < 90 or len(view.sizes) != 2:
+    `rows` tile's columns, a `wgmma_acc` tile's pairs: ``layout`` and ``shape`` are the values'); 1
+    (scalar) otherwise, into shared memory, for other types and before sm_90."""
+    if dst.dtype is not DType.F32 or dst.kind is not Kind.GLOBAL or sm < 90 or len(view.tile_dims) != 2:
         return 1
-    info = vals.layout
-    if info.name == "rows":
-        run = info.shape[1] if len(info.shape) == 2 else 1
-    elif info.name == "wgmma_acc":
-        run = 2
-    else:
-        return 1
-    return vector_elems(dst, view, ctx.model.env, run)
+    run = (shape[1] if len(shape) == 2 else 1) if layout == "rows" else 2 if layout == "wgmma_acc" else 0
+    return vector_elems(dst, view, env, run) if run else 1
+
+
+def red_scalar(space: str, ptx: str, constraint: str, addr: str, value: str) -> str:
+    """C++ statement: one scalar ``red.{global,shared}.add`` of ``value`` at ``addr``."""
+    operand = f'"l"({addr})' if space == "global" else f'"r"(cake_smem_addr({addr}))'
+    return f'asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {operand}, "{constraint}"({value}) : "memory");'
 
 
 def red_vector(addr: str, values: list[str]) -> str:
@@ -302,9 +295,7 @@ def _scatter_wgmma(op: TypedOp, ctx, view: GlobalView | SharedView, vals: RegVie
             bounds = [view.in_bounds([key])] if guard and isinstance(view, GlobalView) else []
             cond = [f"({ctx.lane} & 3) == 0"] + inside + bounds
             value = convert(f"{vals.name}[{slot}]", src.dtype, dst.dtype)
-            addr = f'"l"({view.addr([key])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key])}))'
-            ctx.line(f'  if ({" && ".join(cond)}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: {addr}, '
-                     f'"{constraint}"({value}) : "memory");}}')  # fmt: skip
+            ctx.line(f'  if ({" && ".join(cond)}) {red_scalar(space, ptx, constraint, view.addr([key]), value)}}}')
             continue
         groups = vals.layout.shape[1] // 8
         for g in range(groups):
@@ -317,10 +308,9 @@ def _scatter_wgmma(op: TypedOp, ctx, view: GlobalView | SharedView, vals: RegVie
                 ctx.line(f"  if ({cond}) {red_vector(view.addr([key, cols[0]]), values)}")
                 continue
             for c, v, cd in zip(cols, values, conds, strict=True):
-                addr = f'"l"({view.addr([key, c])})' if space == "global" else f'"r"(cake_smem_addr({view.addr([key, c])}))'
-                ctx.line(f'  if ({" && ".join(cd) or "true"}) asm volatile("red.{space}.add.{ptx} [%0], %1;" :: '
-                         f'{addr}, "{constraint}"({v}) : "memory");')  # fmt: skip
+                ctx.line(f'  if ({" && ".join(cd) or "true"}) {red_scalar(space, ptx, constraint, view.addr([key, c]), v)}')
         ctx.line("}")
+
 
 class AtomicAdd(_ScatterAdd):
     name = "atomic.add"
