@@ -443,8 +443,8 @@ def _update_from_acc(ctx, op: TypedOp, acc: RegView, bview, is_masked: bool, bas
         raise NotLowerable("a `wgmma_acc` tile folds into a `wgmma_rows` state [rows, k]")
     mi_n, ni_n = acc.layout.shape[0] // 64, acc.layout.shape[1] // 8  # m64 blocks; n8 column groups
     col0 = f"(({ctx.lane} & 3) << 1)"
-    # a column that is no candidate gets a NaN bias: its score fails every comparison, the first with the
-    # list's K-th value (`<=`, ties go on to the exact comparison of the insertion)
+    # a column that is no candidate gets a NaN bias: its score fails every comparison (`<`, `<=` and `==`
+    # alike), so neither the threshold tests below nor the insertion take it
     bz = ctx.fresh("bz")
     ctx.line(f"float {bz}[{ni_n * 2}];")
     for ni in range(ni_n):
